@@ -1,0 +1,75 @@
+"""Why a command is rejected: one exception per stable code of protocol.md.
+
+    Rejected                 every refusal; `code` is the wire code, the message is for the player
+    ├── BadRequest           bad_request: a value the rules cannot read (unknown space, wrong materials)
+    ├── Forbidden            forbidden: not this seat's to do
+    ├── UnknownGame          unknown_game: no such game (yet)
+    ├── GameOver             game_over: the game has ended
+    ├── StaleVersion         stale_version: the game moved past the command's expected_version
+    ├── LimitReached         limit_reached: the game holds its maximum number of placements
+    ├── IllegalSpace         illegal_space: a real space where this token may not go
+    └── MissingChoice        missing_choice: a choice the placement needs was not made
+
+A rejected command changes nothing. When several reasons apply, the first in the order of protocol.md
+answers: the frame, access, the game, the rule, the choices.
+"""
+
+from typing import ClassVar
+
+
+class Rejected(Exception):
+    """A command the rules refuse; nothing changes."""
+
+    code: ClassVar[str] = "rejected"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class BadRequest(Rejected):
+    """A value the rules cannot read."""
+
+    code = "bad_request"
+
+
+class Forbidden(Rejected):
+    """The seat may not do this."""
+
+    code = "forbidden"
+
+
+class UnknownGame(Rejected):
+    """The game does not exist."""
+
+    code = "unknown_game"
+
+
+class GameOver(Rejected):
+    """The game has ended."""
+
+    code = "game_over"
+
+
+class StaleVersion(Rejected):
+    """The game's version is not the command's expected_version."""
+
+    code = "stale_version"
+
+
+class LimitReached(Rejected):
+    """The game holds its maximum number of placements."""
+
+    code = "limit_reached"
+
+
+class IllegalSpace(Rejected):
+    """The token may not go to that space."""
+
+    code = "illegal_space"
+
+
+class MissingChoice(Rejected):
+    """The placement needs a choice the command did not make."""
+
+    code = "missing_choice"

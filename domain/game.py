@@ -1,0 +1,318 @@
+"""The game aggregate: its state, `decide` (command -> events) and `evolve` (state + event -> state)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import assert_never
+
+import msgspec
+from msgspec.structs import replace
+
+from domain.errors import (
+    BadRequest,
+    Forbidden,
+    GameOver,
+    IllegalSpace,
+    LimitReached,
+    MissingChoice,
+    StaleVersion,
+    UnknownGame,
+)
+from domain.layout import Layout, SpaceDef
+from domain.layouts import BUILTIN_LAYOUTS
+from domain.messages import (
+    Amounts,
+    ChairClaimed,
+    ChairStolen,
+    Command,
+    CreateGame,
+    EndGame,
+    Event,
+    GameCreated,
+    GameEnded,
+    InstrumentToken,
+    Place,
+    PlacedBelowLine,
+    Rank,
+    Score,
+    Token,
+)
+from domain.rules import (
+    add,
+    chair_bonus,
+    describe,
+    doubles,
+    is_instrument,
+    join_ids,
+    legal_spaces,
+    materials_needed,
+    may_go,
+)
+from domain.vocabulary import CONSOLATIONS, RULES_VERSION
+
+
+class Seated(msgspec.Struct, frozen=True):
+    """A token in the Orchestra and the seat that placed it."""
+
+    seat: int
+    token: Token
+
+
+class SpaceState(msgspec.Struct, frozen=True):
+    """What lies in one space: the chair and the tokens below the line, or a rare space's chairs."""
+
+    chair: Seated | None = None
+    below: tuple[Seated, ...] = ()
+    chairs: tuple[Seated, ...] = ()
+
+
+class Game(msgspec.Struct, frozen=True):
+    """The state of one game, folded from its events. `Game()` is a game not yet created.
+
+    Never mutated: `evolve` returns a new Game (the `spaces` dict is copied, never changed in place).
+    """
+
+    game_id: str = ""
+    version: int = 0
+    layout: Layout | None = None
+    players: tuple[str, ...] = ()
+    spectators: str = "public"
+    max_placements: int = 1000
+    rules_version: int = RULES_VERSION
+    placements: int = 0
+    ended: bool = False
+    spaces: Mapping[str, SpaceState] = msgspec.field(default_factory=dict)
+    resources: tuple[Amounts, ...] = ()
+
+
+def decide(state: Game, command: Command, layouts: Mapping[str, Layout] = BUILTIN_LAYOUTS) -> list[Event]:
+    """Return the events `command` causes on `state`.
+
+    Raises:
+        Rejected: one of its leaves, with the code protocol.md gives; nothing changes.
+    """
+    match command:
+        case CreateGame():
+            return [_create(state, command, layouts)]
+        case Place():
+            return [_place(state, command)]
+        case EndGame():
+            return [_end(state, command)]
+        case _:
+            assert_never(command)
+
+
+def evolve(state: Game, event: Event) -> Game:
+    """Return the state after `event`. Total: events are facts, so nothing is validated here."""
+    version = state.version + 1
+    match event:
+        case GameCreated():
+            return Game(
+                game_id=event.game_id,
+                version=version,
+                layout=event.layout,
+                players=event.players,
+                spectators=event.spectators,
+                max_placements=event.max_placements,
+                rules_version=event.rules_version,
+                spaces={space.id: SpaceState() for space in event.layout.spaces},
+                resources=tuple({} for _ in event.players),
+            )
+        case ChairClaimed(seat=seat, space=space_id, token=token, bonus=gained):
+            held = state.spaces[space_id]
+            placed = Seated(seat, token)
+            rare = _space(state, space_id).rare
+            held = replace(held, chairs=(*held.chairs, placed)) if rare else replace(held, chair=placed)
+            return _placed(state, version, space_id, held, seat, gained)
+        case ChairStolen(seat=seat, space=space_id, token=token, bonus=gained):
+            held = state.spaces[space_id]
+            below = held.below if held.chair is None else (*held.below, held.chair)
+            held = replace(held, chair=Seated(seat, token), below=below)
+            return _placed(state, version, space_id, held, seat, gained)
+        case PlacedBelowLine(seat=seat, space=space_id, token=token, consolation=gained):
+            held = state.spaces[space_id]
+            held = replace(held, below=(*held.below, Seated(seat, token)))
+            return _placed(state, version, space_id, held, seat, gained)
+        case GameEnded():
+            return replace(state, version=version, ended=True)
+        case _:
+            assert_never(event)
+
+
+def scores(state: Game) -> tuple[Score, ...]:
+    """Each seat's First Chairs (in layout order), prestige from them, and resources gained."""
+    chairs: list[list[str]] = [[] for _ in state.players]
+    prestige = [0 for _ in state.players]
+    for space in _layout(state).spaces:
+        held = state.spaces[space.id]
+        holders = held.chairs if space.rare else (() if held.chair is None else (held.chair,))
+        for holder in holders:
+            chairs[holder.seat].append(space.id)
+            prestige[holder.seat] += space.prestige
+    return tuple(
+        Score(seat=seat, chairs=tuple(chairs[seat]), prestige=prestige[seat], resources=state.resources[seat])
+        for seat in range(len(state.players))
+    )
+
+
+def ranking(final: tuple[Score, ...]) -> tuple[Rank, ...]:
+    """Seats by prestige; equal prestige shares a rank and the next rank skips (1, 1, 3)."""
+    ordered = sorted(final, key=lambda s: (-s.prestige, s.seat))
+    return tuple(
+        Rank(seat=s.seat, rank=1 + sum(o.prestige > s.prestige for o in final), prestige=s.prestige)
+        for s in ordered
+    )
+
+
+# decide, one command at a time --------------------------------------------------------------------
+
+
+def _create(state: Game, command: CreateGame, layouts: Mapping[str, Layout]) -> GameCreated:
+    if state.layout is not None:
+        raise BadRequest(f"game {state.game_id!r} already exists")
+    if not 1 <= len(command.players) <= 4:
+        raise BadRequest("a game needs 1 to 4 players")
+    if any(not 1 <= len(name) <= 40 for name in command.players):
+        raise BadRequest("a player's name must be 1 to 40 characters")
+    layout = layouts.get(command.layout)
+    if layout is None:
+        raise BadRequest(f"unknown layout {command.layout!r}; known: {join_ids(sorted(layouts))}")
+    return GameCreated(
+        game_id=command.game_id,
+        players=command.players,
+        layout=layout,
+        spectators=command.spectators,
+        max_placements=command.max_placements,
+        rules_version=RULES_VERSION,
+    )
+
+
+def _place(state: Game, command: Place) -> Event:
+    layout = _created(state)
+    space = layout.space(command.space)
+    token = command.token
+    # The frame: every id must name something on this board, every choice must fit the placement.
+    if space is None:
+        raise BadRequest(f"{command.space!r} is not a space; spaces are {join_ids(layout.space_ids)}")
+    if isinstance(token, InstrumentToken) and token.instrument not in layout.instruments:
+        raise BadRequest(
+            f"{token.instrument!r} is not an instrument; instruments are {join_ids(layout.instruments)}"
+        )
+    if not 1 <= command.skill <= 10:
+        raise BadRequest("skill must be 1 to 10")
+    needed = materials_needed(space, token, command.skill)
+    chosen = command.materials or ()
+    if chosen and not needed:
+        raise BadRequest(f"materials are only named for a space that pays a material; {space.id} does not")
+    if chosen and len(chosen) != needed:
+        raise BadRequest(f"this placement in {space.id} names {needed} material(s), not {len(chosen)}")
+    # Access, then the game, then the rule, then the choices (protocol.md's order).
+    _check_seat(state, command.seat)
+    _check_game(state, command.expected_version)
+    if state.placements >= state.max_placements:
+        raise LimitReached(f"the game holds its maximum of {state.max_placements} placements")
+    if not may_go(space, token):
+        where = legal_spaces(layout, token)
+        raise IllegalSpace(f"{describe(token)} cannot go to {space.id}; it may go to {join_ids(where)}")
+    if needed and not chosen:
+        raise MissingChoice(
+            f"a placement in {space.id} must name {needed} material(s): wood, metal or animal"
+        )
+    return _resolve(state, space, command)
+
+
+def _resolve(state: Game, space: SpaceDef, command: Place) -> Event:
+    """The First Chair algorithm of rules.md §5."""
+    seat, token = command.seat, command.token
+    doubled = doubles(token, command.skill)
+    bonus = chair_bonus(space, doubled, command.materials or ())
+    consolation = dict(CONSOLATIONS[command.consolation])
+    held = state.spaces[space.id]
+    if space.rare or held.chair is None:
+        return ChairClaimed(seat=seat, space=space.id, token=token, bonus=bonus, doubled=doubled)
+    holder = held.chair
+    if is_instrument(holder.token):
+        return PlacedBelowLine(
+            seat=seat, space=space.id, token=token, consolation=consolation, reason="instrument_holds"
+        )
+    if is_instrument(token):
+        return ChairStolen(
+            seat=seat,
+            space=space.id,
+            token=token,
+            bonus=bonus,
+            from_seat=holder.seat,
+            reason="instrument",
+            doubled=doubled,
+        )
+    if holder.seat == seat:
+        # No steal from yourself: otherwise a player could collect the same bonus again and again.
+        return PlacedBelowLine(
+            seat=seat, space=space.id, token=token, consolation=consolation, reason="own_chair"
+        )
+    counts = [0 for _ in state.players]
+    for placed in (holder, *held.below):
+        if not is_instrument(placed.token):
+            counts[placed.seat] += 1
+    counts[seat] += 1
+    if all(counts[seat] > count for other, count in enumerate(counts) if other != seat):
+        return ChairStolen(
+            seat=seat, space=space.id, token=token, bonus=bonus, from_seat=holder.seat, reason="majority"
+        )
+    return PlacedBelowLine(
+        seat=seat, space=space.id, token=token, consolation=consolation, reason="no_majority"
+    )
+
+
+def _end(state: Game, command: EndGame) -> GameEnded:
+    _created(state)
+    _check_seat(state, command.seat)
+    if command.seat != 0:
+        raise Forbidden("only the player in seat 0 may end the game")
+    _check_game(state, command.expected_version)
+    final = scores(state)
+    return GameEnded(seat=command.seat, scores=final, ranking=ranking(final))
+
+
+def _created(state: Game) -> Layout:
+    if state.layout is None:
+        raise UnknownGame("no such game")
+    return state.layout
+
+
+def _check_seat(state: Game, seat: int) -> None:
+    if not 0 <= seat < len(state.players):
+        raise Forbidden(f"seat {seat} is not a seat of this game")
+
+
+def _check_game(state: Game, expected_version: int | None) -> None:
+    if state.ended:
+        raise GameOver("the game has ended")
+    if expected_version is not None and expected_version != state.version:
+        raise StaleVersion(f"the game is at version {state.version}, not {expected_version}")
+
+
+# evolve helpers -------------------------------------------------------------------------------------
+
+
+def _layout(state: Game) -> Layout:
+    assert state.layout is not None, "a created game has a layout"
+    return state.layout
+
+
+def _space(state: Game, space_id: str) -> SpaceDef:
+    space = _layout(state).space(space_id)
+    assert space is not None, "events name spaces of their game's layout"
+    return space
+
+
+def _placed(state: Game, version: int, space_id: str, held: SpaceState, seat: int, gained: Amounts) -> Game:
+    resources = list(state.resources)
+    resources[seat] = add(resources[seat], gained)
+    return replace(
+        state,
+        version=version,
+        placements=state.placements + 1,
+        spaces={**state.spaces, space_id: held},
+        resources=tuple(resources),
+    )

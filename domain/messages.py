@@ -1,0 +1,170 @@
+"""Commands and events: frozen msgspec Structs whose tags are stored and never change.
+
+Commands are the wire frames of protocol.md plus the `seat`, which the server adds from the connection's
+token. Events are the facts written to a game's stream; their JSON form is the wire form of protocol.md.
+Evolution rule: a new field gets a default; a type or tag never changes (a breaking change is a new tag).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+
+from domain.layout import Layout
+from domain.vocabulary import Consolation, Era, Family, Material, Spectators
+
+CommandId = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9._:-]{1,64}$")]
+Seat = Annotated[int, msgspec.Meta(ge=0, le=3)]
+Name = Annotated[str, msgspec.Meta(min_length=1, max_length=40)]
+Skill = Annotated[int, msgspec.Meta(ge=1, le=10)]
+Ref = Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
+Amounts = dict[str, int]
+
+
+# Tokens ----------------------------------------------------------------------------------------------
+
+
+class InstrumentToken(
+    msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag_field="kind", tag="instrument"
+):
+    """A finished instrument; it goes to its own space (a Violin to either Violin space)."""
+
+    instrument: Ref
+
+
+class PerformanceToken(
+    msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag_field="kind", tag="performance"
+):
+    """A performance of an era; it goes to any space of that era's column."""
+
+    era: Era
+
+
+class RepairToken(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag_field="kind", tag="repair"):
+    """A repair of a family; it goes to any non-rare space of that family's row."""
+
+    family: Family
+
+
+Token = InstrumentToken | PerformanceToken | RepairToken
+
+
+# Commands --------------------------------------------------------------------------------------------
+
+
+class BaseCommand(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag_field="type"):
+    """Base of every command; never instantiated."""
+
+
+class CreateGame(BaseCommand, frozen=True, tag="create_game"):
+    """Create a game for 1 to 4 players on a named layout."""
+
+    game_id: Ref
+    players: Annotated[tuple[Name, ...], msgspec.Meta(min_length=1, max_length=4)]
+    layout: str = "standard"
+    spectators: Spectators = "public"
+    max_placements: Annotated[int, msgspec.Meta(ge=1)] = 1000
+
+
+class Place(BaseCommand, frozen=True, tag="place"):
+    """Place a token in a space of the Orchestra."""
+
+    seat: Seat
+    id: CommandId
+    token: Token
+    space: Ref
+    skill: Skill = 1
+    consolation: Consolation = "money"
+    materials: tuple[Material, ...] | None = None
+    expected_version: Annotated[int, msgspec.Meta(ge=0)] | None = None
+
+
+class EndGame(BaseCommand, frozen=True, tag="end_game"):
+    """End the game and score it (seat 0 only)."""
+
+    seat: Seat
+    id: CommandId
+    expected_version: Annotated[int, msgspec.Meta(ge=0)] | None = None
+
+
+Command = CreateGame | Place | EndGame
+
+
+# Events ----------------------------------------------------------------------------------------------
+
+
+class Score(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One seat's result: First Chairs held (space ids, a rare space once per chair), prestige, gains."""
+
+    seat: int
+    chairs: tuple[str, ...]
+    prestige: int
+    resources: Amounts
+
+
+class Rank(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A seat's place in the ranking; equal prestige shares a rank (1, 1, 3)."""
+
+    seat: int
+    rank: int
+    prestige: int
+
+
+class BaseEvent(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag_field="type"):
+    """Base of every event; never instantiated."""
+
+
+class GameCreated(BaseEvent, frozen=True, tag="GameCreated"):
+    """A game began; it carries its whole layout, so it always replays on the board it was played on."""
+
+    game_id: str
+    players: tuple[str, ...]
+    layout: Layout
+    spectators: Spectators = "public"
+    max_placements: int = 1000
+    rules_version: int = 1
+
+
+class ChairClaimed(BaseEvent, frozen=True, tag="ChairClaimed"):
+    """The token took an empty chair (and every rare-space placement); the seat gained the bonus."""
+
+    seat: int
+    space: str
+    token: Token
+    bonus: Amounts
+    doubled: bool = False
+
+
+class ChairStolen(BaseEvent, frozen=True, tag="ChairStolen"):
+    """The token took a held chair; the holder's token went below the line."""
+
+    seat: int
+    space: str
+    token: Token
+    bonus: Amounts
+    from_seat: int
+    reason: Literal["instrument", "majority"]
+    doubled: bool = False
+
+
+class PlacedBelowLine(BaseEvent, frozen=True, tag="PlacedBelowLine"):
+    """The token went below the line; the seat gained its consolation."""
+
+    seat: int
+    space: str
+    token: Token
+    consolation: Amounts
+    reason: Literal["instrument_holds", "no_majority", "own_chair"]
+
+
+class GameEnded(BaseEvent, frozen=True, tag="GameEnded"):
+    """The game ended: final scores (as in the view) and the ranking by prestige."""
+
+    seat: int
+    scores: tuple[Score, ...]
+    ranking: tuple[Rank, ...]
+
+
+Event = GameCreated | ChairClaimed | ChairStolen | PlacedBelowLine | GameEnded
+PlacementEvent = ChairClaimed | ChairStolen | PlacedBelowLine

@@ -1,0 +1,139 @@
+"""The board view of protocol.md, folded from a game's events, incrementally or from scratch.
+
+A `Board` pairs the domain state with its view: each event evolves the state once, then only the parts of
+the view it touched (one space, the scores) are rendered again, so a long game costs no more per event
+than a new one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Literal, assert_never
+
+import msgspec
+from msgspec.structs import replace
+
+from domain import (
+    ChairClaimed,
+    ChairStolen,
+    Event,
+    Game,
+    GameCreated,
+    GameEnded,
+    PlacedBelowLine,
+    Score,
+    Seated,
+    SpaceState,
+    evolve,
+    scores,
+)
+
+
+class PlayerView(msgspec.Struct, frozen=True):
+    """A seat and its player's name."""
+
+    seat: int
+    name: str
+
+
+class ChairSpaceView(msgspec.Struct, frozen=True, tag_field="kind", tag="standard"):
+    """A standard or Violin space: its First Chair (None when empty) and the tokens below the line."""
+
+    chair: Seated | None
+    below: tuple[Seated, ...]
+
+
+class RareSpaceView(msgspec.Struct, frozen=True, tag_field="kind", tag="rare"):
+    """A rare space: its First Chairs, oldest first (unlimited)."""
+
+    chairs: tuple[Seated, ...]
+
+
+SpaceView = ChairSpaceView | RareSpaceView
+
+
+class View(msgspec.Struct, frozen=True):
+    """What every client sees of a game at a version."""
+
+    game_id: str
+    version: int
+    ended: bool
+    players: tuple[PlayerView, ...]
+    spaces: dict[str, SpaceView]
+    scores: tuple[Score, ...]
+
+
+EMPTY_VIEW = View(game_id="", version=0, ended=False, players=(), spaces={}, scores=())
+
+
+class Board(msgspec.Struct, frozen=True):
+    """A game's domain state and its view, always of the same version."""
+
+    game: Game = msgspec.field(default_factory=Game)
+    view: View = EMPTY_VIEW
+
+    @property
+    def version(self) -> int:
+        """The number of events folded in."""
+        return self.game.version
+
+
+def apply(board: Board, event: Event) -> Board:
+    """The board after `event`, re-rendering only what the event touched."""
+    game = evolve(board.game, event)
+    view = board.view
+    match event:
+        case GameCreated():
+            return Board(game, render(game))
+        case ChairClaimed(space=space) | ChairStolen(space=space) | PlacedBelowLine(space=space):
+            kind: Literal["standard", "rare"] = (
+                "rare" if isinstance(view.spaces[space], RareSpaceView) else "standard"
+            )
+            spaces = {**view.spaces, space: _render_space(game.spaces[space], kind)}
+            view = replace(view, version=game.version, spaces=spaces, scores=scores(game))
+        case GameEnded():
+            view = replace(view, version=game.version, ended=True)
+        case _:
+            assert_never(event)
+    return Board(game, view)
+
+
+def project(events: Iterable[Event], start: Board | None = None) -> Board:
+    """Fold `events` onto `start` (a new board when None)."""
+    board = Board() if start is None else start
+    for event in events:
+        board = apply(board, event)
+    return board
+
+
+def render(game: Game) -> View:
+    """The whole view of `game`, from scratch."""
+    if game.layout is None:
+        return replace(EMPTY_VIEW, version=game.version)
+    return View(
+        game_id=game.game_id,
+        version=game.version,
+        ended=game.ended,
+        players=tuple(PlayerView(seat, name) for seat, name in enumerate(game.players)),
+        spaces={
+            space.id: _render_space(game.spaces[space.id], "rare" if space.rare else "standard")
+            for space in game.layout.spaces
+        },
+        scores=scores(game),
+    )
+
+
+def view_at(events: Iterable[Event], version: int) -> View:
+    """The view as it was after event number `version` (GameCreated is version 1)."""
+    board = Board()
+    for event in events:
+        if board.version >= version:
+            break
+        board = apply(board, event)
+    return board.view
+
+
+def _render_space(held: SpaceState, kind: Literal["standard", "rare"]) -> SpaceView:
+    if kind == "rare":
+        return RareSpaceView(chairs=held.chairs)
+    return ChairSpaceView(chair=held.chair, below=held.below)

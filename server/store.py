@@ -1,0 +1,93 @@
+"""The event-store port: what the shell needs from storage, and the errors it may raise.
+
+    StoreError               every failure of the store, translated from the driver at the boundary
+    ├── StoreUnavailable     the store cannot be reached or did not answer in time (retry later)
+    ├── ConcurrencyConflict  the stream is not at the expected version (re-read and re-decide)
+    └── GameExists           a game with this id was already created
+
+Adapters: `server.memory_store.MemoryEventStore` and `server.redis_store.RedisEventStore` pass one
+contract suite (tests/store/).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Protocol
+
+import msgspec
+
+from server.envelope import Record
+
+
+class StoreError(Exception):
+    """A failure of the event store."""
+
+
+class StoreUnavailable(StoreError):
+    """The store cannot be reached now."""
+
+
+class ConcurrencyConflict(StoreError):
+    """The stream's version is not the expected one."""
+
+    def __init__(self, game_id: str, expected: int, actual: int) -> None:
+        super().__init__(f"game {game_id!r} is at version {actual}, not {expected}")
+        self.game_id, self.expected, self.actual = game_id, expected, actual
+
+
+class GameExists(StoreError):
+    """A game with this id exists already."""
+
+
+class Appended(msgspec.Struct, frozen=True):
+    """Where a command's envelopes landed: versions first..last; `duplicate` when the id was seen."""
+
+    first: int
+    last: int
+    duplicate: bool = False
+
+
+class EventStore(Protocol):
+    """Durable, ordered, per-game streams of envelopes."""
+
+    async def create(self, game_id: str, data: bytes, credentials: Mapping[str, str]) -> None:
+        """Write a game's first envelope (version 1) and its credentials together, or nothing.
+
+        Raises: GameExists, StoreUnavailable.
+        """
+
+    async def append(
+        self, game_id: str, expected: int, envelopes: Sequence[bytes], command_key: str
+    ) -> Appended:
+        """Append envelopes as versions expected+1.. atomically, once per command key (game-scoped).
+
+        A command key seen before returns its first outcome with duplicate=True and writes nothing.
+        Raises: ConcurrencyConflict, StoreUnavailable.
+        """
+
+    async def read(self, game_id: str, after: int = 0, until: int | None = None) -> list[Record]:
+        """The records of versions after+1..until (the end when None); [] for an unknown game.
+
+        Raises: StoreUnavailable.
+        """
+
+    def tail(self, game_id: str, after: int) -> AsyncIterator[list[Record]]:
+        """Live batches of records after `after`, in order, without gap or duplicate, until cancelled.
+
+        Raises: StoreUnavailable (from the iterator).
+        """
+
+    async def version(self, game_id: str) -> int:
+        """The game's current version; 0 for an unknown game. Raises: StoreUnavailable."""
+
+    async def credentials(self, game_id: str) -> dict[str, str]:
+        """The game's credential hashes ({} for an unknown game). Raises: StoreUnavailable."""
+
+    async def games(self) -> list[str]:
+        """Ids of every game created, oldest first. Raises: StoreUnavailable."""
+
+    async def ping(self) -> bool:
+        """Whether the store answers now."""
+
+    async def close(self) -> None:
+        """Release connections."""
