@@ -14,7 +14,7 @@ import msgspec
 
 from domain.vocabulary import ERAS, FAMILIES, MATERIAL_CHOICE, RESOURCES, Era, Family
 
-SpaceId = Annotated[str, msgspec.Meta(pattern=r"^[a-z][a-z0-9_]{0,39}$")]
+SpaceId = Annotated[str, msgspec.Meta(pattern=r"^[a-z][a-z0-9_]{0,39}\Z")]
 
 
 class LayoutError(ValueError):

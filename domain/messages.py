@@ -14,7 +14,7 @@ import msgspec
 from domain.layout import Layout
 from domain.vocabulary import Consolation, Era, Family, Material, Spectators
 
-CommandId = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9._:-]{1,64}$")]
+CommandId = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9._:-]{1,64}\Z")]
 Seat = Annotated[int, msgspec.Meta(ge=0, le=3)]
 Name = Annotated[str, msgspec.Meta(min_length=1, max_length=40)]
 Skill = Annotated[int, msgspec.Meta(ge=1, le=10)]
