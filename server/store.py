@@ -3,6 +3,7 @@
     StoreError               every failure of the store, translated from the driver at the boundary
     ├── StoreUnavailable     the store cannot be reached or did not answer in time (retry later)
     ├── ConcurrencyConflict  the stream is not at the expected version (re-read and re-decide)
+    │   └── GameNotFound     append to a game never created (a re-read finds version 0)
     └── GameExists           a game with this id was already created
 
 Adapters: `server.memory_store.MemoryEventStore` and `server.redis_store.RedisEventStore` pass one
@@ -35,6 +36,14 @@ class ConcurrencyConflict(StoreError):
         self.game_id, self.expected, self.actual = game_id, expected, actual
 
 
+class GameNotFound(ConcurrencyConflict):
+    """An append named a game that was never created: games begin only through `create`."""
+
+    def __init__(self, game_id: str, expected: int) -> None:
+        super().__init__(game_id, expected, 0)
+        self.args = (f"game {game_id!r} was never created",)
+
+
 class GameExists(StoreError):
     """A game with this id exists already."""
 
@@ -63,6 +72,12 @@ class EventStore(Protocol):
 
         A command key seen before returns its first outcome with duplicate=True and writes nothing.
         Raises: ConcurrencyConflict, StoreUnavailable.
+        """
+
+    async def outcome(self, game_id: str, command_key: str) -> Appended | None:
+        """The recorded outcome of an accepted command key (duplicate=True), or None if never accepted.
+
+        Raises: StoreUnavailable.
         """
 
     async def read(self, game_id: str, after: int = 0, until: int | None = None) -> list[Record]:

@@ -1,0 +1,116 @@
+"""An in-process event store: the port's reference adapter, for tests and single-process runs.
+
+It keeps the same promises as the Redis adapter (atomic batches, expected-version conflicts, game-scoped
+command-key idempotency, live tails) so the one contract suite in tests/store/ holds for both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping, Sequence
+
+from server.envelope import Record
+from server.store import Appended, ConcurrencyConflict, GameExists, GameNotFound
+
+
+class _Game:
+    __slots__ = ("credentials", "commands", "envelopes")
+
+    def __init__(self, first: bytes, credentials: Mapping[str, str]) -> None:
+        self.envelopes = [first]
+        self.credentials = dict(credentials)
+        self.commands: dict[str, Appended] = {}
+
+
+class MemoryEventStore:
+    """Per-game lists of envelopes in this process; lost when the process ends."""
+
+    def __init__(self) -> None:
+        self._games: dict[str, _Game] = {}
+        # One condition for every game: appends are rare next to the cost of waking a few tails.
+        self._changed = asyncio.Condition()
+
+    async def create(self, game_id: str, data: bytes, credentials: Mapping[str, str]) -> None:
+        """Write a game's first envelope (version 1) and its credentials together.
+
+        Raises: GameExists.
+        """
+        if game_id in self._games:
+            raise GameExists(game_id)
+        self._games[game_id] = _Game(bytes(data), credentials)
+        await self._notify()
+
+    async def append(
+        self, game_id: str, expected: int, envelopes: Sequence[bytes], command_key: str
+    ) -> Appended:
+        """Append envelopes as versions expected+1.. atomically, once per command key (game-scoped).
+
+        Raises: ConcurrencyConflict (GameNotFound when the game was never created), ValueError for an
+        empty batch.
+        """
+        if not envelopes:
+            raise ValueError("append needs at least one envelope")
+        game = self._games.get(game_id)
+        if game is None:
+            raise GameNotFound(game_id, expected)
+        seen = game.commands.get(command_key)
+        if seen is not None:
+            return Appended(seen.first, seen.last, duplicate=True)
+        if len(game.envelopes) != expected:
+            raise ConcurrencyConflict(game_id, expected, len(game.envelopes))
+        game.envelopes.extend(bytes(data) for data in envelopes)
+        outcome = Appended(expected + 1, len(game.envelopes))
+        game.commands[command_key] = outcome
+        await self._notify()
+        return outcome
+
+    async def read(self, game_id: str, after: int = 0, until: int | None = None) -> list[Record]:
+        """The records of versions after+1..until (the end when None); [] for an unknown game."""
+        game = self._games.get(game_id)
+        if game is None:
+            return []
+        stop = len(game.envelopes) if until is None else min(until, len(game.envelopes))
+        start = max(after, 0)
+        return [Record(version, game.envelopes[version - 1]) for version in range(start + 1, stop + 1)]
+
+    async def tail(self, game_id: str, after: int) -> AsyncIterator[list[Record]]:
+        """Live batches of records after `after`, in order, without gap or duplicate, until cancelled."""
+        last = after
+
+        def moved_on() -> bool:
+            return self._version(game_id) > last
+
+        while True:
+            async with self._changed:
+                await self._changed.wait_for(moved_on)
+            batch = await self.read(game_id, last)
+            last = batch[-1].version
+            yield batch
+
+    async def version(self, game_id: str) -> int:
+        """The game's current version; 0 for an unknown game."""
+        return self._version(game_id)
+
+    async def credentials(self, game_id: str) -> dict[str, str]:
+        """The game's credential hashes ({} for an unknown game)."""
+        game = self._games.get(game_id)
+        return dict(game.credentials) if game else {}
+
+    async def games(self) -> list[str]:
+        """Ids of every game created, oldest first (dicts keep insertion order)."""
+        return list(self._games)
+
+    async def ping(self) -> bool:
+        """Always True: the store is this process."""
+        return True
+
+    async def close(self) -> None:
+        """Nothing to release."""
+
+    def _version(self, game_id: str) -> int:
+        game = self._games.get(game_id)
+        return len(game.envelopes) if game else 0
+
+    async def _notify(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()

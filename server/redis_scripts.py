@@ -1,0 +1,64 @@
+"""The Redis key layout of a game and the Lua scripts that change it atomically.
+
+Every key of one game carries the game id as a hash tag (`{<game_id>}`), so in Redis Cluster all of
+them live in one slot and a single script may touch them all:
+
+    orchestra:{<game_id>}:events    stream; entry id 0-<version>; one field `e` = the envelope's bytes
+    orchestra:{<game_id>}:auth      hash of the seat and watch credential hashes (secrets stay off events)
+    orchestra:{<game_id>}:commands  hash command_key -> "first last" (the outcome a repeat gets back)
+    orchestra:games                 sorted set of game ids, scored by creation time (Redis's clock, in us)
+"""
+
+from __future__ import annotations
+
+GAMES_KEY = "orchestra:games"
+FIELD = b"e"
+
+
+def events_key(game_id: str) -> str:
+    """The game's stream of envelopes."""
+    return f"orchestra:{{{game_id}}}:events"
+
+
+def auth_key(game_id: str) -> str:
+    """The game's credentials hash, beside its stream."""
+    return f"orchestra:{{{game_id}}}:auth"
+
+
+def commands_key(game_id: str) -> str:
+    """The game's command-key outcomes, for idempotent appends."""
+    return f"orchestra:{{{game_id}}}:commands"
+
+
+# KEYS: events, commands. ARGV: expected version, command key, envelope... -> {first, last, duplicate}.
+# The version is the top entry's id, never XLEN: XLEN would lie after any trim or deletion. The command
+# key is checked before the version, because a retried command must get its first outcome back even
+# when other commands have moved the game on since.
+APPEND = """
+local seen = redis.call('HGET', KEYS[2], ARGV[2])
+if seen then
+  local first, last = string.match(seen, '^(%d+) (%d+)$')
+  return {tonumber(first), tonumber(last), 1}
+end
+local top = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
+if #top == 0 then return redis.error_reply('NOGAME') end
+local version = tonumber(string.match(top[1][1], '^0%-(%d+)$'))
+local expected = tonumber(ARGV[1])
+if version ~= expected then return redis.error_reply('CONFLICT ' .. version) end
+for i = 3, #ARGV do
+  version = version + 1
+  redis.call('XADD', KEYS[1], '0-' .. version, 'e', ARGV[i])
+end
+redis.call('HSET', KEYS[2], ARGV[2], (expected + 1) .. ' ' .. version)
+return {expected + 1, version, 0}
+"""
+
+# KEYS: events, auth. ARGV: first envelope, then credential field/value pairs -> the Redis clock (s, us).
+# A stale credentials hash without a stream (a half-deleted game) must not leak into the new game.
+CREATE = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return redis.error_reply('EXISTS') end
+redis.call('DEL', KEYS[2])
+redis.call('XADD', KEYS[1], '0-1', 'e', ARGV[1])
+if #ARGV > 1 then redis.call('HSET', KEYS[2], unpack(ARGV, 2)) end
+return redis.call('TIME')
+"""

@@ -1,0 +1,247 @@
+"""The event store on Redis Streams: standalone Redis 6.2+ / Valkey, or Redis Cluster.
+
+Writes are one Lua script each (see `server.redis_scripts`), so a batch is never partly written. Every
+redis-py exception is translated here into the port's `StoreError` family; the shell never sees one.
+Commands run with a bounded socket timeout, so a hung Redis yields `StoreUnavailable`, never a hang.
+Tails use a second client with its own large pool: a blocked XREAD per tailed game never starves
+commands, and one XREAD per game (not one over many streams) works across Cluster slots.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, cast
+
+from redis import exceptions as rx
+from redis.asyncio import Redis, RedisCluster
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+
+from server.envelope import Record
+from server.redis_scripts import APPEND, CREATE, FIELD, GAMES_KEY, auth_key, commands_key, events_key
+from server.store import Appended, ConcurrencyConflict, GameExists, GameNotFound, StoreError, StoreUnavailable
+
+Client = Redis | RedisCluster
+# A stream reply as redis-py parses it (responses are never decoded: envelopes stay bytes).
+_Entries = list[tuple[bytes, dict[bytes, bytes]]]
+
+COMMAND_TIMEOUT = 2.0
+BLOCK_MS = 5_000
+READ_CHUNK = 1_000
+# Tails hold one connection each while blocked; size their pool for many concurrently tailed games.
+TAIL_CONNECTIONS = 10_000
+
+# Errors that mean "not now" rather than "wrong": the caller may retry later.
+_UNAVAILABLE: tuple[type[BaseException], ...] = (
+    rx.ConnectionError,  # includes BusyLoadingError (LOADING), MaxConnectionsError, auth failures
+    rx.TimeoutError,
+    rx.ClusterError,  # includes ClusterDownError, MasterDownError
+    rx.RedisClusterException,  # includes SlotNotCoveredError
+    rx.TryAgainError,
+    rx.ReadOnlyError,  # a failover demoted the node we wrote to
+    rx.OutOfMemoryError,
+    OSError,
+)
+
+
+@contextmanager
+def _boundary(game_id: str = "", expected: int = 0) -> Iterator[None]:
+    """Translate driver errors into the port's errors, here and nowhere else."""
+    try:
+        yield
+    except _UNAVAILABLE as exc:
+        raise StoreUnavailable(f"redis: {exc}") from exc
+    except rx.ResponseError as exc:
+        message = str(exc)
+        if message.startswith("CONFLICT "):
+            raise ConcurrencyConflict(game_id, expected, int(message.split()[1])) from exc
+        if message.startswith("NOGAME"):
+            raise GameNotFound(game_id, expected) from exc
+        if message.startswith("EXISTS"):
+            raise GameExists(game_id) from exc
+        raise StoreError(f"redis: {message}") from exc
+    except rx.RedisError as exc:
+        raise StoreError(f"redis: {exc}") from exc
+
+
+def _version_of(entry_id: bytes) -> int:
+    # Entry ids are always 0-<version>, so the version is everything after "0-".
+    return int(entry_id[2:])
+
+
+def _records(entries: _Entries) -> list[Record]:
+    return [Record(_version_of(entry_id), fields[FIELD]) for entry_id, fields in entries]
+
+
+class RedisEventStore:
+    """One Redis stream per game; appends are atomic Lua compare-and-XADD scripts."""
+
+    def __init__(self, client: Client, tail_client: Client, *, block_ms: int = BLOCK_MS) -> None:
+        """Use `client` for commands and `tail_client` (its own pool) for blocking reads."""
+        self._client = client
+        self._tail_client = tail_client
+        self._block_ms = block_ms
+        # redis-py's Script: EVALSHA, and SCRIPT LOAD (on every primary in Cluster) then retry on NOSCRIPT.
+        self._append = client.register_script(APPEND)
+        self._create = client.register_script(CREATE)
+
+    @classmethod
+    async def from_url(
+        cls,
+        url: str,
+        cluster: bool | None = None,
+        *,
+        timeout: float = COMMAND_TIMEOUT,
+        block_ms: int = BLOCK_MS,
+    ) -> RedisEventStore:
+        """Connect to redis://, rediss:// or unix:// `url`; Cluster mode is detected when `cluster` is None.
+
+        Raises: StoreUnavailable when detection cannot reach Redis.
+        """
+        if cluster is None:
+            cluster = await _is_cluster(url, timeout)
+        return cls(
+            _connect(url, cluster, timeout, max_connections=None),
+            _connect(url, cluster, block_ms / 1000 + timeout, max_connections=TAIL_CONNECTIONS),
+            block_ms=block_ms,
+        )
+
+    @property
+    def client(self) -> Client:
+        """The command client (for diagnostics and tests)."""
+        return self._client
+
+    async def create(self, game_id: str, data: bytes, credentials: Mapping[str, str]) -> None:
+        """Write a game's first envelope (version 1) and its credentials together, or nothing.
+
+        The games index is written after, in a second call: it lives outside the game's slot, so no
+        script can write both. A crash between the two leaves a playable game missing from `games()`.
+        Raises: GameExists, StoreUnavailable.
+        """
+        pairs = [item for field, value in credentials.items() for item in (field, value)]
+        with _boundary(game_id):
+            seconds, micros = await self._create(
+                keys=[events_key(game_id), auth_key(game_id)], args=[data, *pairs]
+            )
+            await self._client.zadd(GAMES_KEY, {game_id: int(seconds) * 1_000_000 + int(micros)}, nx=True)
+
+    async def append(
+        self, game_id: str, expected: int, envelopes: Sequence[bytes], command_key: str
+    ) -> Appended:
+        """Append envelopes as versions expected+1.. atomically, once per command key (game-scoped).
+
+        A command key seen before returns its first outcome with duplicate=True and writes nothing.
+        Raises: ConcurrencyConflict (GameNotFound for a game never created), StoreUnavailable,
+        ValueError for an empty batch.
+        """
+        if not envelopes:
+            raise ValueError("append needs at least one envelope")
+        with _boundary(game_id, expected):
+            first, last, duplicate = await self._append(
+                keys=[events_key(game_id), commands_key(game_id)], args=[expected, command_key, *envelopes]
+            )
+        return Appended(int(first), int(last), bool(duplicate))
+
+    async def read(self, game_id: str, after: int = 0, until: int | None = None) -> list[Record]:
+        """The records of versions after+1..until (the end when None); [] for an unknown game.
+
+        Raises: StoreUnavailable.
+        """
+        key, stop = events_key(game_id), "+" if until is None else f"0-{until}"
+        records: list[Record] = []
+        # Chunked, so one long game never makes one huge reply that blocks Redis and the client.
+        while until is None or after < until:
+            with _boundary(game_id):
+                entries = cast(
+                    _Entries, await self._client.xrange(key, f"(0-{after}", stop, count=READ_CHUNK)
+                )
+            records += _records(entries)
+            if len(entries) < READ_CHUNK:
+                break
+            after = records[-1].version
+        return records
+
+    async def tail(self, game_id: str, after: int) -> AsyncIterator[list[Record]]:
+        """Live batches of records after `after`, in order, without gap or duplicate, until cancelled.
+
+        Raises: StoreUnavailable (from the iterator; resume with a new tail after the last version).
+        """
+        key = events_key(game_id)
+        while True:
+            # Always from the last delivered id, never `$`: `$` would skip what arrived in between.
+            with _boundary(game_id):
+                reply = await self._tail_client.xread(
+                    {key: f"0-{after}"}, count=READ_CHUNK, block=self._block_ms
+                )
+            if not reply:
+                continue
+            batch = _records(_entries_of(reply))
+            after = batch[-1].version
+            yield batch
+
+    async def version(self, game_id: str) -> int:
+        """The game's current version; 0 for an unknown game. Raises: StoreUnavailable."""
+        with _boundary(game_id):
+            top = cast(_Entries, await self._client.xrevrange(events_key(game_id), "+", "-", count=1))
+        return _version_of(top[0][0]) if top else 0
+
+    async def credentials(self, game_id: str) -> dict[str, str]:
+        """The game's credential hashes ({} for an unknown game). Raises: StoreUnavailable."""
+        with _boundary(game_id):
+            raw = cast(dict[bytes, bytes], await self._client.hgetall(auth_key(game_id)))
+        return {field.decode(): value.decode() for field, value in raw.items()}
+
+    async def games(self) -> list[str]:
+        """Ids of every game created, oldest first. Raises: StoreUnavailable."""
+        with _boundary():
+            ids = cast(list[bytes], await self._client.zrange(GAMES_KEY, 0, -1))
+        return [game_id.decode() for game_id in ids]
+
+    async def ping(self) -> bool:
+        """Whether the store answers now."""
+        try:
+            with _boundary():
+                await self._client.ping()
+        except StoreError:
+            return False
+        return True
+
+    async def close(self) -> None:
+        """Release both connection pools."""
+        await self._tail_client.aclose()
+        await self._client.aclose()
+
+
+def _entries_of(reply: Any) -> _Entries:
+    # RESP2 gives [[key, entries]]; RESP3 gives {key: [entries]}.
+    if isinstance(reply, dict):
+        return cast(_Entries, next(iter(reply.values()))[0])
+    return cast(_Entries, reply[0][1])
+
+
+def _connect(url: str, cluster: bool, timeout: float, max_connections: int | None) -> Client:
+    # One quick retry covers a pooled connection that a Redis restart closed; more would turn an
+    # outage into a hang instead of a prompt StoreUnavailable.
+    options: dict[str, Any] = {
+        "socket_timeout": timeout,
+        "socket_connect_timeout": min(timeout, COMMAND_TIMEOUT),
+        "retry": Retry(ExponentialBackoff(cap=0.1, base=0.01), 1),
+    }
+    if cluster:
+        return RedisCluster.from_url(url, max_connections=max_connections or 1_000, **options)
+    if max_connections is not None:
+        options["max_connections"] = max_connections
+    return Redis.from_url(url, **options)
+
+
+async def _is_cluster(url: str, timeout: float) -> bool:
+    if url.startswith("unix://"):
+        return False
+    probe = _connect(url, False, timeout, max_connections=1)
+    try:
+        with _boundary():
+            info = await probe.info("cluster")
+    finally:
+        await probe.aclose()
+    return bool(info.get("cluster_enabled"))
