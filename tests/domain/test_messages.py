@@ -25,7 +25,9 @@ from domain import (
     Score,
 )
 
-PLACE = b'{"type":"place","seat":0,"id":"c-42","token":{"kind":"performance","era":"classical"},"space":"viola"'
+PLACE = (
+    b'{"type":"place","seat":0,"id":"c-42","token":{"kind":"performance","era":"classical"},"space":"viola"'
+)
 
 
 def _decode(text: bytes) -> domain.Command:
@@ -167,7 +169,9 @@ def test_a_value_outside_its_type_is_a_validation_error(field: str, value: objec
         pytest.param(b'{"type":"pass","seat":0,"id":"c"}', id="unknown-command-type"),
         pytest.param(b'{"seat":0,"id":"c"}', id="no-type"),
         pytest.param(b'{"type":"create_game","game_id":"g","players":[]}', id="no-players"),
-        pytest.param(b'{"type":"create_game","game_id":"g","players":["a","b","c","d","e"]}', id="five-players"),
+        pytest.param(
+            b'{"type":"create_game","game_id":"g","players":["a","b","c","d","e"]}', id="five-players"
+        ),
         pytest.param(b'{"type":"create_game","game_id":"g","players":[""]}', id="empty-player-name"),
     ],
 )
