@@ -64,6 +64,12 @@ class MemoryEventStore:
         await self._notify()
         return outcome
 
+    async def outcome(self, game_id: str, command_key: str) -> Appended | None:
+        """The recorded outcome of an accepted command key (duplicate=True), or None."""
+        game = self._games.get(game_id)
+        seen = None if game is None else game.commands.get(command_key)
+        return None if seen is None else Appended(seen.first, seen.last, duplicate=True)
+
     async def read(self, game_id: str, after: int = 0, until: int | None = None) -> list[Record]:
         """The records of versions after+1..until (the end when None); [] for an unknown game."""
         game = self._games.get(game_id)

@@ -143,6 +143,18 @@ class RedisEventStore:
             )
         return Appended(int(first), int(last), bool(duplicate))
 
+    async def outcome(self, game_id: str, command_key: str) -> Appended | None:
+        """The recorded outcome of an accepted command key (duplicate=True), or None.
+
+        Raises: StoreUnavailable.
+        """
+        with _boundary(game_id):
+            seen = cast(bytes | None, await self._client.hget(commands_key(game_id), command_key))
+        if seen is None:
+            return None
+        first, last = seen.split()
+        return Appended(int(first), int(last), duplicate=True)
+
     async def read(self, game_id: str, after: int = 0, until: int | None = None) -> list[Record]:
         """The records of versions after+1..until (the end when None); [] for an unknown game.
 
