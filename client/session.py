@@ -1,0 +1,243 @@
+"""A websocket session with one game: hello/welcome, commands and answers, live frames, auto-resume."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+from collections.abc import AsyncIterator
+from typing import Any
+
+import msgspec
+import websockets
+from websockets.asyncio.client import ClientConnection
+from websockets.exceptions import ConnectionClosed
+
+Answer = dict[str, Any]
+_encode = msgspec.json.Encoder().encode
+_decode = msgspec.json.Decoder(dict[str, Any]).decode
+_ids = itertools.count(1)
+
+# Close codes after which reconnecting cannot help: the server refused this client.
+REFUSED = {1008}
+
+
+class ConnectionRefused(Exception):
+    """The server refused the hello (unknown game, bad token) or closed the session for good."""
+
+    def __init__(self, code: int | None, reason: str, frame: Answer | None = None) -> None:
+        super().__init__(f"connection refused ({code}): {reason}")
+        self.code, self.reason, self.frame = code, reason, frame
+
+
+class GameClient:
+    """One client of one game. Create it with `await GameClient.connect(...)`."""
+
+    def __init__(
+        self, base_url: str, game_id: str, token: str | None, *, view: bool, reconnect: bool
+    ) -> None:
+        self.url = base_url.replace("http://", "ws://").replace("https://", "wss://").rstrip("/")
+        self.url += f"/games/{game_id}/ws"
+        self.game_id, self.token, self.wants_view, self.reconnect = game_id, token, view, reconnect
+        self.welcome: Answer = {}
+        self.view: Answer | None = None
+        self.version = 0
+        self.envelopes: list[Answer] = []  # every envelope received, in order of arrival
+        self.received: list[Answer] = []  # every frame received, in order (for tests and tools)
+        self.reconnects = 0
+        self.closed_with: tuple[int | None, str] | None = None
+        self._ws: ClientConnection | None = None
+        self._pending: dict[str, tuple[Answer, asyncio.Future[Answer]]] = {}
+        self._frames: asyncio.Queue[Answer | None] = asyncio.Queue()
+        self._reader: asyncio.Task[None] | None = None
+        self._closing = False
+        self._connected = asyncio.Event()
+
+    @classmethod
+    async def connect(
+        cls,
+        base_url: str,
+        game_id: str,
+        token: str | None = None,
+        *,
+        since: int | None = None,
+        view: bool = True,
+        reconnect: bool = True,
+        timeout: float = 10.0,
+    ) -> GameClient:
+        """Connect, say hello (resuming after `since` when given) and wait for the welcome.
+
+        Raises: ConnectionRefused, OSError, TimeoutError.
+        """
+        client = cls(base_url, game_id, token, view=view, reconnect=reconnect)
+        await asyncio.wait_for(client._open(since), timeout)
+        client._reader = asyncio.get_running_loop().create_task(client._read())
+        return client
+
+    async def __aenter__(self) -> GameClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def seat(self) -> int | None:
+        """This client's seat, None for a spectator."""
+        seat: int | None = self.welcome.get("seat")
+        return seat
+
+    async def send(self, frame: Answer, timeout: float = 10.0) -> Answer:
+        """Send a command frame (an `id` is added if missing) and return its answer.
+
+        Raises: TimeoutError, ConnectionRefused.
+        """
+        frame = dict(frame)
+        frame.setdefault("id", f"c{next(_ids)}")
+        future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
+        self._pending[frame["id"]] = (frame, future)
+        try:
+            await self._write(frame)
+            return await asyncio.wait_for(asyncio.shield(future), timeout)
+        finally:
+            self._pending.pop(frame["id"], None)
+
+    async def place(self, token: Answer, space: str, **fields: Any) -> Answer:
+        """Place a token; `fields` are the frame's other fields (id, skill, consolation, materials...)."""
+        return await self.send({"type": "place", "token": token, "space": space, **fields})
+
+    async def end_game(self, **fields: Any) -> Answer:
+        """End the game (seat 0 only)."""
+        return await self.send({"type": "end_game", **fields})
+
+    async def send_raw(self, data: str | bytes) -> None:
+        """Send any text or bytes as one frame (for tests of hostile input)."""
+        assert self._ws is not None
+        await self._ws.send(data)
+
+    async def next_frame(self, timeout: float = 10.0) -> Answer:
+        """The next frame that is not an answer to a command sent with `send` (events, rejections...).
+
+        Raises: TimeoutError; ConnectionRefused when the session ended.
+        """
+        frame = await asyncio.wait_for(self._frames.get(), timeout)
+        if frame is None:
+            self._frames.put_nowait(None)
+            code, reason = self.closed_with or (None, "closed")
+            raise ConnectionRefused(code, reason)
+        return frame
+
+    async def frames(self) -> AsyncIterator[Answer]:
+        """Every further frame until the session ends."""
+        while True:
+            frame = await self._frames.get()
+            if frame is None:
+                self._frames.put_nowait(None)
+                return
+            yield frame
+
+    async def wait_for_version(self, version: int, timeout: float = 10.0) -> None:
+        """Wait until envelopes up to `version` have arrived. Raises: TimeoutError."""
+
+        async def reached() -> None:
+            while self.version < version:
+                await self.next_frame(timeout)
+
+        await asyncio.wait_for(reached(), timeout)
+
+    async def close(self) -> None:
+        """Close the session."""
+        self._closing = True
+        if self._ws is not None:
+            await self._ws.close()
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._reader
+
+    async def drop(self) -> None:
+        """Cut the connection abruptly (as a network would), leaving auto-reconnect to do its work."""
+        if self._ws is not None and self._ws.transport is not None:
+            self._ws.transport.abort()
+
+    # internals ------------------------------------------------------------------------------------
+
+    async def _open(self, since: int | None) -> None:
+        self._connected.clear()
+        ws = await websockets.connect(self.url, max_size=None, open_timeout=10, close_timeout=2)
+        hello: Answer = {"type": "hello", "token": self.token, "since": since}
+        if not self.wants_view:
+            hello["view"] = False
+        await ws.send(_encode(hello).decode())
+        try:
+            first = _decode(await ws.recv())
+        except ConnectionClosed as exc:
+            raise ConnectionRefused(exc.rcvd.code if exc.rcvd else None, "closed before welcome") from None
+        if first.get("type") != "welcome":
+            with contextlib.suppress(ConnectionClosed):
+                await ws.recv()
+            await ws.close()
+            code = ws.close_code
+            raise ConnectionRefused(code, str(first.get("message", "refused")), first)
+        self.welcome = first
+        self.view = first["view"]
+        if since is None:
+            self.version = first["version"]
+        self._ws = ws
+        self._connected.set()
+
+    async def _write(self, frame: Answer) -> None:
+        await self._connected.wait()
+        assert self._ws is not None
+        with contextlib.suppress(ConnectionClosed):
+            await self._ws.send(_encode(frame).decode())
+
+    async def _read(self) -> None:
+        while True:
+            assert self._ws is not None
+            try:
+                async for text in self._ws:
+                    self._dispatch(_decode(text))
+                code, reason = self._ws.close_code, self._ws.close_reason or ""
+            except ConnectionClosed as exc:
+                code, reason = (exc.rcvd.code, exc.rcvd.reason) if exc.rcvd else (None, "dropped")
+            self.closed_with = (code, reason)
+            if self._closing or not self.reconnect or code in REFUSED:
+                break
+            if not await self._resume():
+                break
+        for _, future in self._pending.values():
+            if not future.done():
+                future.set_exception(ConnectionRefused(*(self.closed_with or (None, "closed"))))
+        self._frames.put_nowait(None)
+
+    async def _resume(self) -> bool:
+        for attempt in range(50):
+            await asyncio.sleep(min(0.05 * 2**attempt, 1.0))
+            try:
+                await self._open(self.version)
+            except ConnectionRefused:
+                return False
+            except (OSError, TimeoutError, ConnectionClosed, websockets.InvalidHandshake):
+                continue
+            self.reconnects += 1
+            for frame, future in list(self._pending.values()):
+                if not future.done():
+                    await self._write(frame)
+            return True
+        return False
+
+    def _dispatch(self, frame: Answer) -> None:
+        self.received.append(frame)
+        kind = frame.get("type")
+        if kind in ("accepted", "rejected") and frame.get("id") in self._pending:
+            _, future = self._pending[frame["id"]]
+            if not future.done():
+                future.set_result(frame)
+            return
+        if kind == "events":
+            for envelope in frame["envelopes"]:
+                self.envelopes.append(envelope)
+                self.version = max(self.version, envelope["version"])
+            if "view" in frame:
+                self.view = frame["view"]
+        self._frames.put_nowait(frame)

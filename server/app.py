@@ -1,0 +1,92 @@
+"""The composition root: `create_app(settings, store=None)` wires the store, service, hub and routes.
+
+The event store is opened (and an embedded redis-server started, when no Redis URL is configured) in the
+app's lifespan, not around uvicorn's run call: uvicorn re-raises SIGTERM after its own shutdown, so code
+placed after the run call never runs, while the lifespan's exit always does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+from starlette.applications import Starlette
+from starlette.routing import Route, WebSocketRoute
+
+from server import http, ws
+from server.config import Settings
+from server.embedded_redis import EmbeddedRedis
+from server.hub import Hub
+from server.metrics import Metrics
+from server.redis_store import RedisEventStore
+from server.service import GameService
+from server.store import EventStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Context:
+    """Everything a request handler needs, built once per app."""
+
+    settings: Settings
+    service: GameService
+    hub: Hub
+    metrics: Metrics = field(default_factory=Metrics)
+    embedded: EmbeddedRedis | None = None
+
+
+def create_app(settings: Settings | None = None, store: EventStore | None = None) -> Starlette:
+    """The ASGI app. With no `store`, it opens Redis (embedded or `settings.redis_url`) on startup."""
+    settings = settings or Settings()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        embedded: EmbeddedRedis | None = None
+        opened = store
+        if opened is None:
+            url = settings.redis_url
+            if url is None:
+                embedded = EmbeddedRedis(settings.data_dir)
+                url = await embedded.start()
+                log.info("embedded redis started", extra={"url": url, "path": str(settings.data_dir)})
+            try:
+                opened = await RedisEventStore.from_url(
+                    url, settings.redis_cluster, timeout=settings.command_timeout
+                )
+            except BaseException:
+                if embedded is not None:
+                    await embedded.stop()
+                raise
+        service = GameService(
+            opened,
+            max_placements=settings.max_placements,
+            retries=settings.conflict_retries,
+            failpoint=settings.failpoint,
+        )
+        ctx = Context(settings=settings, service=service, hub=Hub(service), embedded=embedded)
+        app.state.ctx = ctx
+        try:
+            yield
+        finally:
+            await ctx.hub.close()
+            if store is None:
+                await opened.close()
+            if embedded is not None:
+                await embedded.stop()
+                log.info("embedded redis stopped")
+
+    routes = [
+        Route("/games", http.create_game, methods=["POST"]),
+        Route("/games", http.list_games, methods=["GET"]),
+        Route("/games/{game_id}", http.get_game, methods=["GET"]),
+        Route("/games/{game_id}/events", http.get_events, methods=["GET"]),
+        WebSocketRoute("/games/{game_id}/ws", ws.game_socket),
+        Route("/healthz", http.healthz, methods=["GET"]),
+        Route("/readyz", http.readyz, methods=["GET"]),
+        Route("/schema.json", http.schema_json, methods=["GET"]),
+        Route("/metrics", http.metrics, methods=["GET"]),
+    ]
+    return Starlette(routes=routes, lifespan=lifespan)

@@ -1,0 +1,204 @@
+"""The `orchestra` command: serve, create games, export and replay them."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+DEFAULT_SERVER = "http://127.0.0.1:8000"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "run"):
+        parser.print_help()
+        return 2
+    result: int = args.run(args)
+    return result
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="orchestra",
+        description="An event-sourced game server for the Orchestra of Luthier.",
+    )
+    sub = parser.add_subparsers(title="commands")
+
+    serve = sub.add_parser(
+        "serve",
+        help="run the server",
+        description="Run the game server. With no Redis URL it starts its own redis-server, durable in "
+        "--data-dir. Every option can also be set as ORCHESTRA_<NAME> (for example ORCHESTRA_REDIS_URL).",
+    )
+    serve.add_argument("--host", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port to listen on (default 8000; 0 picks a free one)")
+    serve.add_argument("--redis-url", help="use this Redis (redis://, unix://) instead of the embedded one")
+    serve.add_argument(
+        "--data-dir", type=Path, help="where the embedded Redis keeps its files (default ./var)"
+    )
+    serve.set_defaults(run=_serve)
+
+    new = sub.add_parser(
+        "new-game",
+        help="create a game on a running server",
+        description="Create a game on a running server and print each seat's secret token and links. "
+        "The tokens are shown only once.",
+    )
+    new.add_argument("names", nargs="+", metavar="NAME", help="the players, in seat order (1 to 4)")
+    new.add_argument("--layout", default="standard", help="the board layout (default standard)")
+    new.add_argument("--private", action="store_true", help="spectators need a watch token")
+    new.add_argument("--api-key", help="the server's API key, if it requires one")
+    _server_option(new)
+    new.set_defaults(run=_new_game)
+
+    export = sub.add_parser(
+        "export",
+        help="print a game's events as NDJSON",
+        description="Print every envelope of a game, one JSON object per line, in version order.",
+    )
+    export.add_argument("game", help="the game id")
+    export.add_argument("--token", help="a watch or seat token, for a private game")
+    _server_option(export)
+    export.set_defaults(run=_export)
+
+    replay = sub.add_parser(
+        "replay",
+        help="print a game's view at a version",
+        description="Print the view of a game as it was after event N (version 1 is its creation).",
+    )
+    replay.add_argument("game", help="the game id")
+    replay.add_argument("--at", type=int, required=True, metavar="N", help="the version to show")
+    replay.add_argument("--token", help="a watch or seat token, for a private game")
+    _server_option(replay)
+    replay.set_defaults(run=_replay)
+    return parser
+
+
+def _server_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--server", default=DEFAULT_SERVER, help=f"the server's URL (default {DEFAULT_SERVER})"
+    )
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from server import logs
+    from server.app import create_app
+    from server.config import from_env
+
+    try:
+        settings = from_env(host=args.host, port=args.port, redis_url=args.redis_url, data_dir=args.data_dir)
+    except ValueError as exc:
+        print(f"orchestra: {exc}", file=sys.stderr)
+        return 2
+    logs.setup(settings.log_level)
+    config = uvicorn.Config(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        ws="websockets-sansio",
+        # Frames up to the limit are read and, when too large, refused politely (too_large); far larger
+        # ones are cut off by the protocol layer itself (close 1009) before they are buffered whole.
+        ws_max_size=max(4 * settings.max_frame_bytes, 64 * 1024),
+        lifespan="on",
+        log_config=None,
+        timeout_graceful_shutdown=5,
+    )
+    server = uvicorn.Server(config)
+
+    async def announce() -> None:
+        while not server.started:
+            if server.should_exit:
+                return
+            await asyncio.sleep(0.05)
+        for listener in server.servers:
+            for sock in listener.sockets:
+                host, port = sock.getsockname()[:2]
+                shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+                print(f"Orchestra server running at http://{shown}:{port}/", flush=True)
+                return
+
+    async def run() -> None:
+        watcher = asyncio.create_task(announce())
+        try:
+            await server.serve()
+        finally:
+            watcher.cancel()
+
+    asyncio.run(run())
+    return 0 if server.started else 1
+
+
+def _request(method: str, url: str, body: Any = None, token: str | None = None) -> tuple[int, bytes]:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method=method)
+    request.add_header("content-type", "application/json")
+    if token:
+        request.add_header("authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+    except urllib.error.URLError as exc:
+        raise SystemExit(f"orchestra: cannot reach {url}: {exc.reason}") from None
+
+
+def _fail(status: int, body: bytes) -> int:
+    try:
+        detail = json.loads(body)
+        print(f"orchestra: {status} {detail.get('code')}: {detail.get('message')}", file=sys.stderr)
+    except ValueError:
+        print(f"orchestra: HTTP {status}", file=sys.stderr)
+    return 1
+
+
+def _new_game(args: argparse.Namespace) -> int:
+    base = args.server.rstrip("/")
+    body = {"players": args.names, "layout": args.layout, "spectators": "token" if args.private else "public"}
+    status, answer = _request("POST", f"{base}/games", body, args.api_key)
+    if status != 201:
+        return _fail(status, answer)
+    created = json.loads(answer)
+    game = created["game_id"]
+    print(f"game {game} created")
+    print(f"  watch:  {base}/games/{game}/watch")
+    print(f"  replay: {base}/games/{game}/replay")
+    if created.get("watch_token"):
+        print(f"  watch token (private game): {created['watch_token']}")
+    for seat in created["seats"]:
+        print(f"  seat {seat['seat']} {seat['name']}: token {seat['token']}")
+        print(f"      play: {base}/games/{game}/play#token={seat['token']}")
+    print("The tokens are shown only this once; keep them.")
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    status, answer = _request("GET", f"{args.server.rstrip('/')}/games/{args.game}/events", token=args.token)
+    if status != 200:
+        return _fail(status, answer)
+    sys.stdout.buffer.write(answer)
+    return 0
+
+
+def _replay(args: argparse.Namespace) -> int:
+    url = f"{args.server.rstrip('/')}/games/{args.game}?at={args.at}"
+    status, answer = _request("GET", url, token=args.token)
+    if status != 200:
+        return _fail(status, answer)
+    print(json.dumps(json.loads(answer), indent=2, ensure_ascii=False))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

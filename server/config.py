@@ -1,0 +1,57 @@
+"""Settings: one frozen struct, read from ORCHESTRA_* environment variables (typos fail at boot)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import msgspec
+
+PREFIX = "ORCHESTRA_"
+
+
+class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Everything the server can be told; each limit's default is protocol.md's."""
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    # None: start and supervise an embedded redis-server in data_dir.
+    redis_url: str | None = None
+    redis_cluster: bool | None = None
+    data_dir: Path = Path("var")
+    api_key: str | None = None
+    max_frame_bytes: int = 16 * 1024
+    max_body_bytes: int = 16 * 1024
+    rate_per_second: float = 50.0
+    rate_burst: int = 100
+    max_connections_per_game: int = 2000
+    hello_timeout: float = 10.0
+    queue_limit: int = 1000
+    max_placements: int = 1000
+    command_timeout: float = 2.0
+    conflict_retries: int = 5
+    log_level: str = "info"
+    # Test only: a named failpoint to trigger (for example "after_append_exit").
+    failpoint: str | None = None
+
+
+ENV_NAMES = tuple(PREFIX + name.upper() for name in Settings.__struct_fields__)
+
+
+def from_env(environ: Mapping[str, str] | None = None, **overrides: object) -> Settings:
+    """Settings from ORCHESTRA_* variables, then `overrides` (unset ones keep their defaults).
+
+    Raises:
+        ValueError: an unknown ORCHESTRA_* variable or a value of the wrong type.
+    """
+    environ = os.environ if environ is None else environ
+    raw: dict[str, object] = {}
+    for key, value in environ.items():
+        if key.startswith(PREFIX) and not key.startswith("ORCHESTRA_TEST_"):
+            raw[key[len(PREFIX) :].lower()] = value
+    raw.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return msgspec.convert(raw, Settings, strict=False)
+    except msgspec.ValidationError as exc:
+        raise ValueError(f"bad ORCHESTRA_* setting: {exc}") from None

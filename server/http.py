@@ -1,0 +1,209 @@
+"""The HTTP routes of protocol.md: create a game, read its view and events, health, readiness, schema."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Annotated, Literal
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from domain import Rejected
+from domain.messages import Name
+from server import auth, schema
+from server.live import LiveGame
+from server.store import StoreError
+
+if TYPE_CHECKING:
+    from server.app import Context
+
+_encode = msgspec.json.Encoder().encode
+
+
+class NewGame(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The body of POST /games."""
+
+    players: Annotated[list[Name], msgspec.Meta(min_length=1, max_length=4)]
+    layout: str = "standard"
+    spectators: Literal["public", "token"] = "public"
+
+
+class GameSummary(msgspec.Struct, frozen=True):
+    """A game in the list of games."""
+
+    game_id: str
+    players: list[str]
+    version: int
+    ended: bool
+
+
+_decode_new_game = msgspec.json.Decoder(NewGame).decode
+
+
+def json(body: object, status: int = 200) -> Response:
+    """A JSON response encoded by msgspec."""
+    return Response(_encode(body), status_code=status, media_type="application/json")
+
+
+def error(status: int, code: str, message: str) -> Response:
+    """An HTTP error in protocol.md's shape."""
+    return json({"code": code, "message": message}, status)
+
+
+def _bearer(request: Request) -> str | None:
+    header = request.headers.get("authorization", "")
+    scheme, _, value = header.partition(" ")
+    return value.strip() if scheme.lower() == "bearer" and value.strip() else None
+
+
+async def create_game(request: Request) -> Response:
+    """POST /games: create a game; the seat tokens are shown here once and never again."""
+    ctx: Context = request.app.state.ctx
+    if ctx.settings.api_key is not None:
+        presented = _bearer(request) or ""
+        if not auth.identify(presented, {"key": auth.digest(ctx.settings.api_key)}):
+            return error(401, "forbidden", "creating games needs the server's API key as a Bearer token")
+    body = await _read_body(request, ctx.settings.max_body_bytes)
+    if body is None:
+        return error(413, "too_large", f"a request body may hold {ctx.settings.max_body_bytes} bytes")
+    try:
+        new = _decode_new_game(body)
+        created = await ctx.service.create(new.players, new.layout, new.spectators)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        return error(400, "bad_request", str(exc))
+    except Rejected as exc:
+        return error(400, exc.code, exc.message)
+    except StoreError:
+        return error(503, "unavailable", "the event store cannot be reached; retry")
+    return json(created, 201)
+
+
+async def list_games(request: Request) -> Response:
+    """GET /games: the public games, newest first (at most `limit`, default 100)."""
+    ctx: Context = request.app.state.ctx
+    limit = _int(request.query_params.get("limit"), default=100, low=1, high=1000)
+    if limit is None:
+        return error(400, "bad_request", "limit must be an integer from 1 to 1000")
+    try:
+        ids = (await ctx.service.store.games())[::-1]
+        found: list[GameSummary] = []
+        for game_id in ids:
+            game = await ctx.service.live(game_id)
+            if game is None or game.board.game.spectators != "public":
+                continue
+            state = game.board.game
+            found.append(GameSummary(game_id, list(state.players), game.version, state.ended))
+            if len(found) >= limit:
+                break
+    except StoreError:
+        return error(503, "unavailable", "the event store cannot be reached; retry")
+    return json(found)
+
+
+async def get_game(request: Request) -> Response:
+    """GET /games/{id}: the view now, or `?at=N` as it was after event N."""
+    ctx: Context = request.app.state.ctx
+    game_id = request.path_params["game_id"]
+    try:
+        game = await ctx.service.live(game_id, refresh=True)
+        refusal = await _may_read(request, ctx, game_id, game)
+        if refusal is not None:
+            return refusal
+        assert game is not None
+        at = request.query_params.get("at")
+        if at is None:
+            return Response(game.view_json, media_type="application/json")
+        version = _int(at, default=None, low=1, high=game.version)
+        if version is None:
+            return error(400, "bad_request", f"at must be an integer from 1 to {game.version}")
+        return json(await ctx.service.view_at(game_id, version))
+    except StoreError:
+        return error(503, "unavailable", "the event store cannot be reached; retry")
+
+
+async def get_events(request: Request) -> Response:
+    """GET /games/{id}/events: every envelope after `?after=N`, one JSON object per line."""
+    ctx: Context = request.app.state.ctx
+    game_id = request.path_params["game_id"]
+    try:
+        game = await ctx.service.live(game_id, refresh=True)
+        refusal = await _may_read(request, ctx, game_id, game)
+        if refusal is not None:
+            return refusal
+        after = _int(request.query_params.get("after"), default=0, low=0, high=None)
+        if after is None:
+            return error(400, "bad_request", "after must be an integer >= 0")
+        records = await ctx.service.history(game_id, after)
+    except StoreError:
+        return error(503, "unavailable", "the event store cannot be reached; retry")
+
+    async def lines() -> AsyncIterator[bytes]:
+        for start in range(0, len(records), 500):
+            yield b"".join(r.data + b"\n" for r in records[start : start + 500])
+
+    return StreamingResponse(lines(), media_type="application/x-ndjson")
+
+
+async def healthz(request: Request) -> Response:
+    """GET /healthz: the process serves."""
+    return json({"status": "ok"})
+
+
+async def readyz(request: Request) -> Response:
+    """GET /readyz: the event store answers and the live tails run."""
+    ctx: Context = request.app.state.ctx
+    store_ok = await ctx.service.store.ping()
+    tails_ok = ctx.hub.running
+    body = {"status": "ok" if store_ok and tails_ok else "unavailable", "store": store_ok, "tailer": tails_ok}
+    return json(body, 200 if store_ok and tails_ok else 503)
+
+
+async def schema_json(request: Request) -> Response:
+    """GET /schema.json: JSON Schema of every frame, envelope, event and view, from the msgspec types."""
+    return Response(schema.document(), media_type="application/schema+json")
+
+
+async def metrics(request: Request) -> Response:
+    """GET /metrics: Prometheus text format."""
+    ctx: Context = request.app.state.ctx
+    ctx.metrics.games.set(len(ctx.service.games))
+    return Response(ctx.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+
+async def _may_read(request: Request, ctx: Context, game_id: str, game: LiveGame | None) -> Response | None:
+    """None when the request may read the game; else the error to answer."""
+    if game is None:
+        return error(404, "unknown_game", f"no game {game_id!r}")
+    state = game.board.game
+    if state.spectators == "public":
+        return None
+    token = _bearer(request)
+    if token is not None and auth.identify(token, await ctx.service.store.credentials(game_id)):
+        return None
+    return error(
+        403, "forbidden", "this game is private: send its watch token or a seat token as a Bearer token"
+    )
+
+
+async def _read_body(request: Request, limit: int) -> bytes | None:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        return None
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            return None
+    return bytes(body)
+
+
+def _int(value: str | None, *, default: int | None, low: int, high: int | None) -> int | None:
+    if value is None:
+        return default
+    if not value.isdigit() or len(value) > 12:
+        return None
+    number = int(value)
+    if number < low or (high is not None and number > high):
+        return None
+    return number

@@ -1,0 +1,195 @@
+"""Live fan-out: one tail per active game on this node, one bounded outbox per connection.
+
+Each batch of new envelopes is encoded once into a frame shared by every recipient. A connection's outbox
+has one writer task; while the client keeps up the outbox stays empty, and a client that falls behind by
+more than the queue limit is closed (1013) instead of holding anyone else up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+
+import msgspec
+
+from server.envelope import Record
+from server.live import GapError, LiveGame
+from server.service import GameService
+from server.store import StoreError
+from server.wire import EventsFrame, HistoryFrame, encode
+
+log = logging.getLogger(__name__)
+
+Send = Callable[[str], Awaitable[None]]
+Close = Callable[[int, str], Awaitable[None]]
+
+TOO_SLOW = 1013
+
+
+class Outbox:
+    """What waits to be written to one connection, bounded; its writer starts once history is sent."""
+
+    def __init__(self, send: Send, close: Close, limit: int) -> None:
+        self._send, self._close, self.limit = send, close, limit
+        self._queue: deque[str] = deque()
+        self._ready = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.closed = False
+        self.dropped = False
+
+    def put(self, text: str) -> None:
+        """Queue a frame; a connection already `limit` frames behind is closed as too slow."""
+        if self.closed:
+            return
+        if len(self._queue) >= self.limit:
+            self.dropped = True
+            self.shut(TOO_SLOW, "too slow to read")
+            return
+        self._queue.append(text)
+        self._ready.set()
+
+    def start(self) -> None:
+        """Begin writing (after the welcome and any history were sent directly)."""
+        if self._task is None and not self.closed:
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def shut(self, code: int, reason: str) -> None:
+        """Stop writing and close the connection with `code`."""
+        if self.closed:
+            return
+        self.closed = True
+        self._queue.clear()
+        if self._task is not None:
+            self._task.cancel()
+        asyncio.get_running_loop().create_task(self._close_quietly(code, reason))
+
+    async def stop(self) -> None:
+        """Stop the writer (the connection is going away)."""
+        self.closed = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+
+    async def _run(self) -> None:
+        queue, ready = self._queue, self._ready
+        try:
+            while True:
+                while queue:
+                    await self._send(queue.popleft())
+                ready.clear()
+                await ready.wait()
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # the peer went away mid-write; the receive loop sees the disconnect
+            self.closed = True
+
+    async def _close_quietly(self, code: int, reason: str) -> None:
+        with contextlib.suppress(Exception):
+            await self._close(code, reason)
+
+
+class Subscriber(msgspec.Struct):
+    """A connection following a game."""
+
+    outbox: Outbox
+    wants_view: bool = True
+    role: str = "spectator"
+
+
+class Hub:
+    """Tails each game that has local subscribers and fans its new envelopes out to them."""
+
+    def __init__(self, service: GameService, retry_delay: float = 0.5) -> None:
+        self.service = service
+        self.retry_delay = retry_delay
+        self.subscribers: dict[str, list[Subscriber]] = {}
+        self.tails: dict[str, asyncio.Task[None]] = {}
+        self.tail_errors = 0
+        service.listeners.append(self.publish)
+
+    def count(self, game_id: str) -> int:
+        """Connections following a game on this node."""
+        return len(self.subscribers.get(game_id, ()))
+
+    def subscribe(self, game: LiveGame, subscriber: Subscriber) -> None:
+        """Follow `game` from its current version on; starts its tail if none runs."""
+        self.subscribers.setdefault(game.game_id, []).append(subscriber)
+        if game.game_id not in self.tails:
+            task = asyncio.get_running_loop().create_task(self._tail(game))
+            self.tails[game.game_id] = task
+
+    def unsubscribe(self, game_id: str, subscriber: Subscriber) -> None:
+        """Stop following; the game's tail stops with its last subscriber."""
+        followers = self.subscribers.get(game_id)
+        if followers is None or subscriber not in followers:
+            return
+        followers.remove(subscriber)
+        if not followers:
+            del self.subscribers[game_id]
+            task = self.tails.pop(game_id, None)
+            if task is not None:
+                task.cancel()
+
+    def publish(self, game: LiveGame, records: Sequence[Record]) -> None:
+        """Send one batch of new envelopes to every local follower, encoded once for all."""
+        followers = self.subscribers.get(game.game_id)
+        if not followers:
+            return
+        envelopes = [msgspec.Raw(r.data) for r in records]
+        with_view: str | None = None
+        without_view: str | None = None
+        for follower in followers:
+            if follower.wants_view:
+                if with_view is None:
+                    with_view = encode(EventsFrame(envelopes, msgspec.Raw(game.view_json))).decode()
+                follower.outbox.put(with_view)
+            else:
+                if without_view is None:
+                    without_view = encode(HistoryFrame(envelopes)).decode()
+                follower.outbox.put(without_view)
+
+    async def close(self) -> None:
+        """Stop every tail."""
+        tails = list(self.tails.values())
+        self.tails.clear()
+        for task in tails:
+            task.cancel()
+        for task in tails:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    @property
+    def running(self) -> bool:
+        """Whether every tail is alive (for readiness)."""
+        return all(not task.done() for task in self.tails.values())
+
+    async def _tail(self, game: LiveGame) -> None:
+        store = self.service.store
+        while True:
+            stream = store.tail(game.game_id, game.version)
+            try:
+                async for records in stream:
+                    try:
+                        game.ingest(records)
+                    except GapError:
+                        await self.service.live(game.game_id, refresh=True)
+                        break
+            except asyncio.CancelledError:
+                raise
+            except StoreError as exc:
+                self.tail_errors += 1
+                log.warning("tail interrupted, retrying", extra={"game_id": game.game_id, "error": str(exc)})
+                await asyncio.sleep(self.retry_delay)
+            except Exception:
+                self.tail_errors += 1
+                log.exception("tail failed, retrying", extra={"game_id": game.game_id})
+                await asyncio.sleep(self.retry_delay)
+            finally:
+                closing = getattr(stream, "aclose", None)
+                if closing is not None:
+                    with contextlib.suppress(Exception):
+                        await closing()

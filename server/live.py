@@ -1,0 +1,71 @@
+"""A game as this node holds it in memory: its folded board, chain head and encoded view, kept current.
+
+Records reach a LiveGame from two places: this node's own appends (at once) and the stream's tail (other
+nodes' commands, and this node's again). `ingest` applies each version once, in order, and hands every
+new batch to the listeners (the hub), so a client sees each envelope exactly once whatever its path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import msgspec
+
+from projections import Board, apply
+from server import envelope
+from server.envelope import GENESIS, Record
+
+Listener = Callable[["LiveGame", Sequence[Record]], None]
+
+_encode = msgspec.json.Encoder().encode
+
+
+class GapError(Exception):
+    """Records arrived past a version this node has not seen: it must read the missing ones first."""
+
+
+class LiveGame:
+    """One game's current state on this node."""
+
+    __slots__ = ("game_id", "board", "head", "_view_json", "listeners")
+
+    def __init__(self, game_id: str) -> None:
+        self.game_id = game_id
+        self.board = Board()
+        self.head = GENESIS
+        self._view_json: bytes | None = None
+        self.listeners: list[Listener] = []
+
+    @property
+    def version(self) -> int:
+        """The last version folded in."""
+        return self.board.version
+
+    @property
+    def view_json(self) -> bytes:
+        """The view at `version`, encoded once per version and shared by every reader."""
+        if self._view_json is None:
+            self._view_json = _encode(self.board.view)
+        return self._view_json
+
+    def ingest(self, records: Sequence[Record], decoded: Sequence[envelope.Envelope] | None = None) -> int:
+        """Fold in the records not seen yet (older ones are skipped), then tell the listeners.
+
+        Returns the number of new records. Raises: GapError if a record skips a version.
+        """
+        board, head = self.board, self.head
+        fresh: list[Record] = []
+        for index, record in enumerate(records):
+            if record.version <= board.version:
+                continue
+            if record.version != board.version + 1:
+                raise GapError(f"{self.game_id}: got version {record.version} at {board.version}")
+            env = decoded[index] if decoded is not None else envelope.decode(record.data)
+            board = apply(board, env.event)
+            head = envelope.chain_hash(record.data)
+            fresh.append(record)
+        if fresh:
+            self.board, self.head, self._view_json = board, head, None
+            for listener in self.listeners:
+                listener(self, fresh)
+        return len(fresh)

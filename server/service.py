@@ -1,0 +1,206 @@
+"""The command service: load a game, decide, append with the expected version, retry on conflict.
+
+Each node keeps every game it serves folded in memory (a LiveGame) and catches up from the stream when
+another node got there first: a conflict re-reads and re-decides on fresh state (safe: `decide` is pure),
+so two nodes sharing one Redis never lose or duplicate a command.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+
+import msgspec
+
+from domain import CreateGame, Game, Rejected, UnknownGame, decide
+from domain.messages import EndGame, Event, Place
+from projections import View, project
+from server import auth, envelope
+from server.envelope import Envelope, Record
+from server.live import GapError, Listener, LiveGame
+from server.store import Appended, ConcurrencyConflict, EventStore, StoreUnavailable
+
+log = logging.getLogger(__name__)
+
+
+def utc_now() -> str:
+    """The envelope time: UTC, milliseconds, ISO 8601 with Z."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class Seat(msgspec.Struct, frozen=True):
+    """A seat of a new game and its secret token (shown once)."""
+
+    seat: int
+    name: str
+    token: str
+
+
+class Created(msgspec.Struct, frozen=True, omit_defaults=True):
+    """The answer to creating a game."""
+
+    game_id: str
+    version: int
+    seats: list[Seat]
+    watch_token: str | None = None
+
+
+class Outcome(msgspec.Struct, frozen=True):
+    """An accepted command: its last version and its envelopes as stored."""
+
+    version: int
+    envelopes: list[bytes]
+
+
+class GameService:
+    """Decides commands against the cached state of each game and appends them to the store."""
+
+    def __init__(
+        self,
+        store: EventStore,
+        *,
+        max_placements: int = 1000,
+        retries: int = 5,
+        clock: Callable[[], str] = utc_now,
+        failpoint: str | None = None,
+    ) -> None:
+        self.store = store
+        self.max_placements = max_placements
+        self.retries = retries
+        self.clock = clock
+        self.failpoint = failpoint
+        self.games: dict[str, LiveGame] = {}
+        self.listeners: list[Listener] = []
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    async def create(
+        self, players: Sequence[str], layout: str = "standard", spectators: str = "public"
+    ) -> Created:
+        """Create a game with fresh seat tokens (and a watch token for a private game).
+
+        Raises: Rejected (bad players or layout), StoreUnavailable.
+        """
+        game_id = auth.new_game_id()
+        command = msgspec.convert(
+            {
+                "type": "create_game",
+                "game_id": game_id,
+                "players": list(players),
+                "layout": layout,
+                "spectators": spectators,
+                "max_placements": self.max_placements,
+            },
+            CreateGame,
+        )
+        (event,) = decide(Game(), command)
+        tokens = [auth.new_token() for _ in players]
+        credentials = {auth.seat_key(seat): auth.digest(token) for seat, token in enumerate(tokens)}
+        watch = auth.new_token() if spectators == "token" else None
+        if watch is not None:
+            credentials[auth.WATCH] = auth.digest(watch)
+        data = self._envelopes(game_id, 0, envelope.GENESIS, f"create:{auth.new_token()[:16]}", None, [event])
+        await self.store.create(game_id, data[0], credentials)
+        log.info("game created", extra={"game_id": game_id, "version": 1, "count": len(players)})
+        seats = [
+            Seat(seat, name, token) for seat, (name, token) in enumerate(zip(players, tokens, strict=True))
+        ]
+        return Created(game_id=game_id, version=1, seats=seats, watch_token=watch)
+
+    async def live(self, game_id: str, *, refresh: bool = False) -> LiveGame | None:
+        """The game as this node holds it, loaded on first use; None for an unknown game.
+
+        With `refresh`, first catch up with the stream (one read), so the answer is as current as the
+        store. Raises: StoreUnavailable.
+        """
+        game = self.games.get(game_id)
+        if game is None:
+            game = LiveGame(game_id)
+            await self._catch_up(game)
+            if game.version == 0:
+                return None
+            game = self.games.setdefault(game_id, game)
+            game.listeners = self.listeners
+        elif refresh:
+            await self._catch_up(game)
+        return game
+
+    async def handle(self, game_id: str, command: Place | EndGame) -> Outcome:
+        """Decide and append one command, or return the first outcome of its id.
+
+        Raises: Rejected, StoreUnavailable.
+        """
+        key = f"{command.seat}:{command.id}"
+        lock = self._locks.setdefault(game_id, asyncio.Lock())
+        async with lock:
+            game = await self.live(game_id)
+            if game is None:
+                raise UnknownGame("no such game")
+            for _ in range(self.retries + 1):
+                try:
+                    events = decide(game.board.game, command)
+                except Rejected:
+                    # The id is checked before the command is decided: an accepted id keeps its answer.
+                    prior = await self.store.outcome(game_id, key)
+                    if prior is None:
+                        raise
+                    return await self._replay(game, prior)
+                data = self._envelopes(game_id, game.version, game.head, command.id, command.seat, events)
+                try:
+                    appended = await self.store.append(game_id, game.version, data, key)
+                except ConcurrencyConflict:
+                    await self._catch_up(game)
+                    continue
+                if appended.duplicate:
+                    return await self._replay(game, appended)
+                if self.failpoint == "exit_after_append":
+                    os._exit(3)  # a crash between the append and the broadcast, for reliability tests
+                records = [
+                    Record(v, d) for v, d in zip(range(appended.first, appended.last + 1), data, strict=True)
+                ]
+                game.ingest(records)
+                return Outcome(appended.last, data)
+            raise StoreUnavailable(f"game {game_id}: too many concurrent writers, retry with the same id")
+
+    async def history(self, game_id: str, after: int = 0, until: int | None = None) -> list[Record]:
+        """Stored records after+1..until. Raises: StoreUnavailable."""
+        return await self.store.read(game_id, after, until)
+
+    async def view_at(self, game_id: str, version: int) -> View:
+        """The view as it was after event `version`. Raises: StoreUnavailable."""
+        records = await self.store.read(game_id, 0, version)
+        return project(envelope.decode(r.data).event for r in records).view
+
+    async def _replay(self, game: LiveGame, prior: Appended) -> Outcome:
+        records = await self.store.read(game.game_id, prior.first - 1, prior.last)
+        await self._catch_up(game)
+        return Outcome(prior.last, [r.data for r in records])
+
+    async def _catch_up(self, game: LiveGame) -> None:
+        records = await self.store.read(game.game_id, game.version)
+        try:
+            game.ingest(records)
+        except GapError:  # pragma: no cover - a read after our own version cannot skip one
+            raise StoreUnavailable(f"game {game.game_id}: stream read out of order") from None
+
+    def _envelopes(
+        self, game_id: str, version: int, head: str, command_id: str, seat: int | None, events: list[Event]
+    ) -> list[bytes]:
+        at = self.clock()
+        data: list[bytes] = []
+        for offset, event in enumerate(events, start=1):
+            item = Envelope(
+                game_id=game_id,
+                version=version + offset,
+                at=at,
+                command_id=command_id,
+                seat=seat,
+                event=event,
+                prev=head,
+            )
+            encoded = envelope.encode(item)
+            head = envelope.chain_hash(encoded)
+            data.append(encoded)
+        return data

@@ -1,0 +1,130 @@
+"""The websocket frames of protocol.md: what clients send, and what the server answers, encoded once.
+
+Wire frames and domain commands are separate types: a frame never carries a seat; the server turns a
+valid frame into the domain's command, adding the seat of the connection's token.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from domain import EndGame, Place
+from domain.messages import CommandId, Ref, Skill, Token
+from domain.vocabulary import Consolation, Material
+
+Version = Annotated[int, msgspec.Meta(ge=0)]
+
+
+class Hello(msgspec.Struct, frozen=True, tag_field="type", tag="hello"):
+    """The first frame: a seat token (or a watch token, or null for a public spectator) and resume point."""
+
+    token: str | None = None
+    since: Version | None = None
+    view: bool = True
+
+
+class PlaceFrame(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag_field="type", tag="place"):
+    """A placement, as a client sends it."""
+
+    id: CommandId
+    token: Token
+    space: Ref
+    skill: Skill = 1
+    consolation: Consolation = "money"
+    materials: tuple[Material, ...] | None = None
+    expected_version: Version | None = None
+
+    def command(self, seat: int) -> Place:
+        """The domain command, with the seat of the connection."""
+        return Place(
+            seat=seat,
+            id=self.id,
+            token=self.token,
+            space=self.space,
+            skill=self.skill,
+            consolation=self.consolation,
+            materials=self.materials,
+            expected_version=self.expected_version,
+        )
+
+
+class EndGameFrame(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag_field="type", tag="end_game"):
+    """Ending the game, as a client sends it."""
+
+    id: CommandId
+    expected_version: Version | None = None
+
+    def command(self, seat: int) -> EndGame:
+        """The domain command, with the seat of the connection."""
+        return EndGame(seat=seat, id=self.id, expected_version=self.expected_version)
+
+
+CommandFrame = PlaceFrame | EndGameFrame
+ClientFrame = Hello | PlaceFrame | EndGameFrame
+
+decode_frame = msgspec.json.Decoder(ClientFrame).decode
+_decode_loose = msgspec.json.Decoder(dict[str, Any]).decode
+
+
+# Server frames ----------------------------------------------------------------------------------------
+
+
+class Welcome(msgspec.Struct, frozen=True, tag_field="type", tag="welcome"):
+    """The answer to hello: the role, the seat (players), the current version and the view at it."""
+
+    role: Literal["player", "spectator"]
+    seat: int | None
+    version: int
+    view: msgspec.Raw
+
+
+class Accepted(msgspec.Struct, frozen=True, tag_field="type", tag="accepted"):
+    """A command was written: its last version and its envelopes."""
+
+    id: str
+    version: int
+    events: list[msgspec.Raw]
+
+
+class RejectedFrame(msgspec.Struct, frozen=True, tag_field="type", tag="rejected"):
+    """A command or frame was refused; nothing changed."""
+
+    id: str | None
+    code: str
+    message: str
+    version: int
+
+
+class EventsFrame(msgspec.Struct, frozen=True, tag_field="type", tag="events"):
+    """Envelopes of one or more consecutive commands, with the view after the last (live traffic)."""
+
+    envelopes: list[msgspec.Raw]
+    view: msgspec.Raw
+
+
+class HistoryFrame(msgspec.Struct, frozen=True, tag_field="type", tag="events"):
+    """Envelopes without a view: history after a welcome, or live traffic for `view: false` clients."""
+
+    envelopes: list[msgspec.Raw]
+
+
+ServerFrame = Welcome | Accepted | RejectedFrame | EventsFrame
+
+encode = msgspec.json.Encoder().encode
+
+
+def readable_id(text: str | bytes) -> str | None:
+    """The `id` of a frame that failed to decode, when it had a readable string id (for the answer)."""
+    try:
+        raw = _decode_loose(text)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    found = raw.get("id")
+    return found if isinstance(found, str) and len(found) <= 256 else None
+
+
+def rejected(id: str | None, code: str, message: str, version: int) -> str:
+    """A rejected frame as text; never fails, whatever the client put in the id or message."""
+    return encode(RejectedFrame(id=id, code=code, message=message, version=version)).decode()

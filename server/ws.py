@@ -1,0 +1,227 @@
+"""The websocket endpoint `/games/{game_id}/ws`: hello, welcome, resume, commands and their answers."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import TYPE_CHECKING
+
+import msgspec
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from domain import Rejected
+from server import auth
+from server.hub import TOO_SLOW, Outbox, Subscriber
+from server.limits import TokenBucket
+from server.live import LiveGame
+from server.store import StoreError
+from server.wire import (
+    Accepted,
+    CommandFrame,
+    Hello,
+    HistoryFrame,
+    Welcome,
+    decode_frame,
+    encode,
+    readable_id,
+    rejected,
+)
+
+if TYPE_CHECKING:
+    from server.app import Context
+
+log = logging.getLogger(__name__)
+
+POLICY = 1008
+HISTORY_CHUNK = 200
+
+
+async def game_socket(websocket: WebSocket) -> None:
+    """Serve one client of one game from hello to disconnect."""
+    ctx: Context = websocket.app.state.ctx
+    game_id: str = websocket.path_params["game_id"]
+    await websocket.accept()
+    hello = await _hello(websocket, ctx.settings.hello_timeout, ctx.settings.max_frame_bytes)
+    if hello is None:
+        return
+    try:
+        game = await ctx.service.live(game_id, refresh=True)
+        credentials = await ctx.service.store.credentials(game_id) if game is not None else {}
+    except StoreError:
+        await _refuse(websocket, "unavailable", "the event store cannot be reached; retry", TOO_SLOW)
+        return
+    if game is None:
+        await _refuse(websocket, "unknown_game", f"no game {game_id!r}", POLICY)
+        return
+    seat = _seat_of(hello, game, credentials)
+    if seat is None:
+        await _refuse(websocket, "forbidden", "that token is not a seat or watch token of this game", POLICY)
+        return
+    if ctx.hub.count(game_id) >= ctx.settings.max_connections_per_game:
+        await _refuse(websocket, "unavailable", "this game has its maximum of connections", TOO_SLOW)
+        return
+    role = "player" if seat >= 0 else "spectator"
+    outbox = Outbox(websocket.send_text, _closer(websocket), ctx.settings.queue_limit)
+    follower = Subscriber(outbox=outbox, wants_view=hello.view, role=role)
+    # Subscribing and reading the version happen in one step of the loop, so every live frame queued
+    # from here on is past the welcome's version: no gap, no duplicate.
+    ctx.hub.subscribe(game, follower)
+    ctx.metrics.connections.labels(role).inc()
+    try:
+        await _welcome(websocket, ctx, game, hello, role, seat)
+        outbox.start()
+        await _serve(websocket, ctx, game, outbox, seat)
+    except (WebSocketDisconnect, StoreError, RuntimeError):
+        pass
+    finally:
+        ctx.metrics.connections.labels(role).dec()
+        ctx.hub.unsubscribe(game_id, follower)
+        await outbox.stop()
+
+
+async def _hello(websocket: WebSocket, timeout: float, max_bytes: int) -> Hello | None:
+    try:
+        message = await asyncio.wait_for(websocket.receive(), timeout)
+    except TimeoutError:
+        await _close(websocket, POLICY, "no hello in time")
+        return None
+    if message["type"] == "websocket.disconnect":
+        return None
+    text = message.get("text")
+    frame: object = None
+    if text is not None and _size(text) <= max_bytes:
+        with contextlib.suppress(msgspec.DecodeError, msgspec.ValidationError):
+            frame = decode_frame(text)
+    if not isinstance(frame, Hello):
+        await _close(websocket, POLICY, "the first frame must be hello")
+        return None
+    return frame
+
+
+def _seat_of(hello: Hello, game: LiveGame, credentials: dict[str, str]) -> int | None:
+    """The seat of the hello's token (>= 0), -1 for a spectator, None when refused."""
+    if hello.token is None:
+        return -1 if game.board.game.spectators == "public" else None
+    field = auth.identify(hello.token, credentials)
+    if field is None:
+        return None
+    if field == auth.WATCH:
+        return -1
+    return int(field.split(":", 1)[1])
+
+
+async def _welcome(
+    websocket: WebSocket, ctx: Context, game: LiveGame, hello: Hello, role: str, seat: int
+) -> None:
+    version = game.version
+    welcome = Welcome(
+        role="player" if role == "player" else "spectator",
+        seat=seat if seat >= 0 else None,
+        version=version,
+        view=msgspec.Raw(game.view_json),
+    )
+    await websocket.send_text(encode(welcome).decode())
+    if hello.since is None:
+        return
+    since = hello.since
+    if since > version:
+        message = f"since {since} is past the game's version {version}; resuming from {version}"
+        await websocket.send_text(rejected(None, "bad_request", message, version))
+        return
+    records = await ctx.service.history(game.game_id, since, version)
+    for start in range(0, len(records), HISTORY_CHUNK):
+        chunk = [msgspec.Raw(r.data) for r in records[start : start + HISTORY_CHUNK]]
+        await websocket.send_text(encode(HistoryFrame(chunk)).decode())
+
+
+async def _serve(websocket: WebSocket, ctx: Context, game: LiveGame, outbox: Outbox, seat: int) -> None:
+    settings = ctx.settings
+    bucket = TokenBucket(settings.rate_per_second, settings.rate_burst)
+    while True:
+        message = await websocket.receive()
+        if message["type"] == "websocket.disconnect":
+            return
+        text = message.get("text")
+        if text is None:
+            outbox.put(rejected(None, "bad_request", "frames are JSON text, not binary", game.version))
+            continue
+        if _size(text) > settings.max_frame_bytes:
+            limit = settings.max_frame_bytes
+            outbox.put(rejected(None, "too_large", f"a frame may hold {limit} bytes", game.version))
+            continue
+        if not bucket.take():
+            ctx.metrics.rejected("rate_limited")
+            outbox.put(
+                rejected(readable_id(text), "rate_limited", "too many commands; slow down", game.version)
+            )
+            continue
+        try:
+            frame = decode_frame(text)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            ctx.metrics.rejected("bad_request")
+            outbox.put(rejected(readable_id(text), "bad_request", str(exc), game.version))
+            continue
+        if isinstance(frame, Hello):
+            outbox.put(rejected(None, "bad_request", "hello was already said", game.version))
+            continue
+        if seat < 0:
+            ctx.metrics.rejected("forbidden")
+            outbox.put(rejected(frame.id, "forbidden", "spectators cannot send commands", game.version))
+            continue
+        outbox.put(await _command(ctx, game, frame, seat))
+
+
+async def _command(ctx: Context, game: LiveGame, frame: CommandFrame, seat: int) -> str:
+    command = frame.command(seat)
+    extra = {"game_id": game.game_id, "seat": seat, "command_id": frame.id}
+    started = asyncio.get_running_loop().time()
+    try:
+        outcome = await asyncio.wait_for(
+            ctx.service.handle(game.game_id, command), ctx.settings.command_timeout
+        )
+    except Rejected as exc:
+        ctx.metrics.rejected(exc.code)
+        log.info("command rejected", extra={**extra, "code": exc.code, "version": game.version})
+        return rejected(frame.id, exc.code, exc.message, game.version)
+    except (StoreError, TimeoutError) as exc:
+        ctx.metrics.rejected("unavailable")
+        ctx.metrics.redis_errors.inc()
+        log.warning(
+            "command unavailable", extra={**extra, "code": "unavailable", "error": str(exc) or "timeout"}
+        )
+        message = "the event store did not answer; retry with the same id"
+        return rejected(frame.id, "unavailable", message, game.version)
+    elapsed = asyncio.get_running_loop().time() - started
+    ctx.metrics.accepted(elapsed)
+    log.info(
+        "command accepted",
+        extra={**extra, "version": outcome.version, "duration_ms": round(elapsed * 1e3, 3)},
+    )
+    answer = Accepted(
+        id=frame.id, version=outcome.version, events=[msgspec.Raw(d) for d in outcome.envelopes]
+    )
+    return encode(answer).decode()
+
+
+def _size(text: str) -> int:
+    """The frame's size in bytes as it came off the wire (after any decompression)."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "replace"))
+
+
+async def _refuse(websocket: WebSocket, code: str, message: str, close_code: int) -> None:
+    with contextlib.suppress(Exception):
+        await websocket.send_text(rejected(None, code, message, 0))
+    await _close(websocket, close_code, message)
+
+
+async def _close(websocket: WebSocket, code: int, reason: str) -> None:
+    with contextlib.suppress(Exception):
+        await websocket.close(code, reason[:120])
+
+
+def _closer(websocket: WebSocket):  # type: ignore[no-untyped-def]
+    async def close(code: int, reason: str) -> None:
+        await _close(websocket, code, reason)
+
+    return close
