@@ -11,6 +11,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from starlette.applications import Starlette
 from starlette.routing import Route, WebSocketRoute
@@ -49,7 +50,7 @@ def create_app(settings: Settings | None = None, store: EventStore | None = None
         if opened is None:
             url = settings.redis_url
             if url is None:
-                embedded = EmbeddedRedis(settings.data_dir)
+                embedded = EmbeddedRedis(Path(settings.data_dir))
                 url = await embedded.start()
                 log.info("embedded redis started", extra={"url": url, "path": str(settings.data_dir)})
             try:

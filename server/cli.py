@@ -97,7 +97,12 @@ def _serve(args: argparse.Namespace) -> int:
     from server.config import from_env
 
     try:
-        settings = from_env(host=args.host, port=args.port, redis_url=args.redis_url, data_dir=args.data_dir)
+        settings = from_env(
+            host=args.host,
+            port=args.port,
+            redis_url=args.redis_url,
+            data_dir=args.data_dir and str(args.data_dir),
+        )
     except ValueError as exc:
         print(f"orchestra: {exc}", file=sys.stderr)
         return 2

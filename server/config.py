@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from pathlib import Path
 
 import msgspec
 
@@ -19,7 +18,7 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # None: start and supervise an embedded redis-server in data_dir.
     redis_url: str | None = None
     redis_cluster: bool | None = None
-    data_dir: Path = Path("var")
+    data_dir: str = "var"
     api_key: str | None = None
     max_frame_bytes: int = 16 * 1024
     max_body_bytes: int = 16 * 1024

@@ -1,0 +1,221 @@
+"""A real game over real websockets: players, spectators, views, rejections, retries and resumes."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+import pytest
+from tests_e2e_support import new_game
+
+from client import GameClient, create_game, get_events, get_view
+
+pytestmark = [pytest.mark.e2e, pytest.mark.integration]
+
+PERF = {"kind": "performance", "era": "classical"}
+STRINGS = {"kind": "repair", "family": "strings"}
+
+
+async def test_a_three_player_game_reaches_two_spectators_once_in_order_with_the_http_view(
+    server: Any,
+) -> None:
+    game_id, tokens = await new_game(server.url, ["Ada", "Ben", "Cy"])
+    ada, ben, cy = [await GameClient.connect(server.url, game_id, t) for t in tokens]
+    watchers = [await GameClient.connect(server.url, game_id) for _ in range(2)]
+    script = [
+        (ada, {"token": PERF, "space": "viola"}),
+        (ben, {"token": STRINGS, "space": "viola"}),
+        (ben, {"token": PERF, "space": "viola", "consolation": "inspiration"}),
+        (ada, {"token": STRINGS, "space": "viola"}),
+        (cy, {"token": {"kind": "instrument", "instrument": "viola"}, "space": "viola", "skill": 6}),
+        (ben, {"token": PERF, "space": "viola"}),
+        (
+            cy,
+            {
+                "token": {"kind": "instrument", "instrument": "rare_strings"},
+                "space": "rare_strings",
+                "materials": ["wood"],
+            },
+        ),
+    ]
+    for client, fields in script:
+        answer = await client.place(**fields)
+        assert answer["type"] == "accepted", answer
+        for watcher in watchers:
+            await watcher.wait_for_version(answer["version"])
+            assert watcher.view == await get_view(server.url, game_id)
+    ended = await ada.end_game()
+    assert ended["type"] == "accepted"
+    stream = await get_events(server.url, game_id)
+    for watcher in watchers:
+        await watcher.wait_for_version(ended["version"])
+        assert [e["version"] for e in watcher.envelopes] == list(range(2, ended["version"] + 1))
+        assert watcher.envelopes == stream[1:]
+        assert watcher.view["ended"] is True
+    kinds = [e["event"]["type"] for e in stream]
+    assert kinds == [
+        "GameCreated",
+        "ChairClaimed",
+        "PlacedBelowLine",
+        "ChairStolen",
+        "PlacedBelowLine",
+        "ChairStolen",
+        "PlacedBelowLine",
+        "ChairClaimed",
+        "GameEnded",
+    ]
+    assert stream[5]["event"]["bonus"] == {"money": 8}  # the skill-6 Viola instrument doubles
+    final = stream[-1]["event"]
+    assert [r["seat"] for r in final["ranking"]] == [2, 0, 1]
+    assert final["scores"] == watchers[0].view["scores"]
+    for client in (ada, ben, cy, *watchers):
+        await client.close()
+
+
+async def test_every_envelope_carries_the_hash_chain_and_the_seat_of_its_command(server: Any) -> None:
+    game_id, tokens = await new_game(server.url, ["Ada", "Ben"])
+    async with await GameClient.connect(server.url, game_id, tokens[1]) as ben:
+        await ben.place(PERF, "viola")
+    stream = await get_events(server.url, game_id)
+    assert stream[0]["seat"] is None and stream[0]["command_id"].startswith("create:")
+    assert stream[1]["seat"] == 1 and stream[1]["schema"] == 1
+    import hashlib
+
+    async with httpx.AsyncClient(base_url=server.url) as http:
+        lines = (await http.get(f"/games/{game_id}/events")).content.splitlines()
+    assert stream[1]["prev"] == hashlib.sha256(lines[0]).hexdigest()
+
+
+async def test_a_repeated_command_id_is_applied_once_even_across_a_reconnect(server: Any) -> None:
+    game_id, tokens = await new_game(server.url, ["Ada", "Ben"])
+    ada = await GameClient.connect(server.url, game_id, tokens[0])
+    first = await ada.place(PERF, "viola", id="same-id")
+    again = await ada.place(PERF, "viola", id="same-id")
+    assert first == again
+    await ada.close()
+    ada = await GameClient.connect(server.url, game_id, tokens[0])
+    # Even with another body, and after the game moved on, the id wins: the first answer comes back.
+    await ada.place(STRINGS, "lute")
+    after_reconnect = await ada.place(STRINGS, "cello", id="same-id")
+    assert after_reconnect == first
+    stream = await get_events(server.url, game_id)
+    assert [e["command_id"] for e in stream].count("same-id") == 1
+    await ada.end_game()
+    after_end = await ada.place(PERF, "viola", id="same-id")
+    assert after_end == first
+    await ada.close()
+
+
+async def test_the_same_id_from_another_seat_is_another_command(server: Any) -> None:
+    game_id, tokens = await new_game(server.url, ["Ada", "Ben"])
+    ada = await GameClient.connect(server.url, game_id, tokens[0])
+    ben = await GameClient.connect(server.url, game_id, tokens[1])
+    a = await ada.place(PERF, "viola", id="x1")
+    b = await ben.place(PERF, "lute".replace("lute", "clarinet"), id="x1")
+    assert a["type"] == b["type"] == "accepted" and a["version"] != b["version"]
+    await ada.close()
+    await ben.close()
+
+
+async def test_a_client_resuming_with_since_gets_every_missed_envelope_once(server: Any) -> None:
+    game_id, tokens = await new_game(server.url, ["Ada", "Ben"])
+    ada = await GameClient.connect(server.url, game_id, tokens[0])
+    watcher = await GameClient.connect(server.url, game_id)
+    await ada.place(PERF, "viola")
+    await watcher.wait_for_version(2)
+
+    async def keep_playing() -> None:
+        for space in ("lute", "violin_bc", "cello", "oboe", "clarinet", "flute", "piano", "timpani"):
+            era = {"lute": "baroque", "violin_bc": "baroque", "oboe": "baroque"}.get(space, "romantic")
+            if space in ("clarinet", "timpani"):
+                era = "classical"
+            answer = await ada.place({"kind": "performance", "era": era}, space)
+            assert answer["type"] == "accepted", answer
+            await asyncio.sleep(0.01)
+
+    playing = asyncio.create_task(keep_playing())
+    await asyncio.sleep(0.03)
+    await watcher.drop()  # the network cuts the spectator off mid-game; it resumes by itself
+    await playing
+    await watcher.wait_for_version(10)
+    assert watcher.reconnects >= 1
+    versions = [e["version"] for e in watcher.envelopes]
+    assert versions == list(range(2, 11)), versions
+    assert watcher.view == await get_view(server.url, game_id)
+    await ada.close()
+    await watcher.close()
+
+
+async def test_a_hello_with_since_replays_history_before_live_traffic(server: Any) -> None:
+    game_id, tokens = await new_game(server.url, ["Ada"])
+    ada = await GameClient.connect(server.url, game_id, tokens[0])
+    for space in ("viola", "clarinet", "timpani"):
+        await ada.place(PERF, space)
+    late = await GameClient.connect(server.url, game_id, since=2)
+    assert late.welcome["version"] == 4
+    await late.wait_for_version(4)
+    history = [f for f in late.received if f["type"] == "events"]
+    assert all("view" not in f for f in history)
+    assert [e["version"] for e in late.envelopes] == [3, 4]
+    await ada.place(PERF, "violin_bc")
+    await late.wait_for_version(5)
+    assert [e["version"] for e in late.envelopes] == [3, 4, 5]
+    assert "view" in late.received[-1]
+    await ada.close()
+    await late.close()
+
+
+async def test_a_since_past_the_version_is_rejected_and_treated_as_the_version(server: Any) -> None:
+    game_id, _ = await new_game(server.url, ["Ada"])
+    watcher = await GameClient.connect(server.url, game_id, since=99)
+    frame = await watcher.next_frame()
+    assert frame["type"] == "rejected" and frame["code"] == "bad_request" and frame["id"] is None
+    assert watcher.welcome["version"] == 1
+    await watcher.close()
+
+
+async def test_clients_asking_for_no_view_get_frames_without_it(server: Any) -> None:
+    game_id, tokens = await new_game(server.url, ["Ada"])
+    ada = await GameClient.connect(server.url, game_id, tokens[0])
+    tool = await GameClient.connect(server.url, game_id, view=False)
+    await ada.place(PERF, "viola")
+    frame = await tool.next_frame()
+    assert frame["type"] == "events" and "view" not in frame and frame["envelopes"][0]["version"] == 2
+    await ada.close()
+    await tool.close()
+
+
+async def test_two_server_processes_share_one_history_and_decide_racing_commands(start_server: Any) -> None:
+    one, two = start_server(), start_server()
+    game_id, tokens = await new_game(one.url, ["Ada", "Ben", "Cy"])
+    ada = await GameClient.connect(one.url, game_id, tokens[0])
+    ben = await GameClient.connect(two.url, game_id, tokens[1])
+    watcher_one = await GameClient.connect(one.url, game_id)
+    watcher_two = await GameClient.connect(two.url, game_id)
+
+    async def race(client: GameClient, count: int) -> list[dict[str, Any]]:
+        return [await client.place(PERF, "viola") for _ in range(count)]
+
+    answers = await asyncio.gather(race(ada, 15), race(ben, 15))
+    assert all(a["type"] == "accepted" for side in answers for a in side)
+    versions = sorted(a["version"] for side in answers for a in side)
+    assert versions == list(range(2, 32))
+    for watcher in (watcher_one, watcher_two):
+        await watcher.wait_for_version(31)
+    assert watcher_one.envelopes == watcher_two.envelopes == (await get_events(one.url, game_id))[1:]
+    assert watcher_one.view == watcher_two.view == await get_view(two.url, game_id)
+    for client in (ada, ben, watcher_one, watcher_two):
+        await client.close()
+
+
+async def test_create_game_answers_tokens_once_and_http_reads_need_no_token_for_public_games(
+    server: Any,
+) -> None:
+    created = await create_game(server.url, ["Ada", "Ben"])
+    assert created["version"] == 1 and [s["seat"] for s in created["seats"]] == [0, 1]
+    assert len({s["token"] for s in created["seats"]}) == 2 and "watch_token" not in created
+    view = await get_view(server.url, created["game_id"])
+    assert created["seats"][0]["token"] not in str(view)
+    assert view["players"] == [{"seat": 0, "name": "Ada"}, {"seat": 1, "name": "Ben"}]
+    assert len(view["spaces"]) == 14
