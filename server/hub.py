@@ -12,11 +12,13 @@ import contextlib
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
 
 import msgspec
 
 from server.envelope import Record
 from server.live import GapError, LiveGame
+from server.metrics import Metrics
 from server.service import GameService
 from server.store import StoreError
 from server.wire import EventsFrame, HistoryFrame, encode
@@ -32,8 +34,11 @@ TOO_SLOW = 1013
 class Outbox:
     """What waits to be written to one connection, bounded; its writer starts once history is sent."""
 
-    def __init__(self, send: Send, close: Close, limit: int) -> None:
+    def __init__(
+        self, send: Send, close: Close, limit: int, on_drop: Callable[[], None] | None = None
+    ) -> None:
         self._send, self._close, self.limit = send, close, limit
+        self._on_drop = on_drop
         self._queue: deque[str] = deque()
         self._ready = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -46,6 +51,8 @@ class Outbox:
             return
         if len(self._queue) >= self.limit:
             self.dropped = True
+            if self._on_drop is not None:
+                self._on_drop()
             self.shut(TOO_SLOW, "too slow to read")
             return
         self._queue.append(text)
@@ -103,8 +110,11 @@ class Subscriber(msgspec.Struct):
 class Hub:
     """Tails each game that has local subscribers and fans its new envelopes out to them."""
 
-    def __init__(self, service: GameService, retry_delay: float = 0.5) -> None:
+    def __init__(
+        self, service: GameService, metrics: Metrics | None = None, retry_delay: float = 0.5
+    ) -> None:
         self.service = service
+        self.metrics = metrics or Metrics()
         self.retry_delay = retry_delay
         self.subscribers: dict[str, list[Subscriber]] = {}
         self.tails: dict[str, asyncio.Task[None]] = {}
@@ -167,6 +177,11 @@ class Hub:
         """Whether every tail is alive (for readiness)."""
         return all(not task.done() for task in self.tails.values())
 
+    def _observe_lag(self, at: str) -> None:
+        with contextlib.suppress(ValueError):
+            written = datetime.fromisoformat(at.replace("Z", "+00:00"))
+            self.metrics.tail_lag.set(max(0.0, (datetime.now(UTC) - written).total_seconds()))
+
     async def _tail(self, game: LiveGame) -> None:
         store = self.service.store
         while True:
@@ -174,7 +189,8 @@ class Hub:
             try:
                 async for records in stream:
                     try:
-                        game.ingest(records)
+                        if game.ingest(records):
+                            self._observe_lag(game.last_at)
                     except GapError:
                         await self.service.live(game.game_id, refresh=True)
                         break
@@ -182,6 +198,7 @@ class Hub:
                 raise
             except StoreError as exc:
                 self.tail_errors += 1
+                self.metrics.redis_errors.inc()
                 log.warning("tail interrupted, retrying", extra={"game_id": game.game_id, "error": str(exc)})
                 await asyncio.sleep(self.retry_delay)
             except Exception:

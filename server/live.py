@@ -27,12 +27,13 @@ class GapError(Exception):
 class LiveGame:
     """One game's current state on this node."""
 
-    __slots__ = ("game_id", "board", "head", "_view_json", "listeners")
+    __slots__ = ("game_id", "board", "head", "last_at", "_view_json", "listeners")
 
     def __init__(self, game_id: str) -> None:
         self.game_id = game_id
         self.board = Board()
         self.head = GENESIS
+        self.last_at = ""
         self._view_json: bytes | None = None
         self.listeners: list[Listener] = []
 
@@ -53,7 +54,7 @@ class LiveGame:
 
         Returns the number of new records. Raises: GapError if a record skips a version.
         """
-        board, head = self.board, self.head
+        board, head, last_at = self.board, self.head, self.last_at
         fresh: list[Record] = []
         for index, record in enumerate(records):
             if record.version <= board.version:
@@ -63,9 +64,10 @@ class LiveGame:
             env = decoded[index] if decoded is not None else envelope.decode(record.data)
             board = apply(board, env.event)
             head = envelope.chain_hash(record.data)
+            last_at = env.at
             fresh.append(record)
         if fresh:
-            self.board, self.head, self._view_json = board, head, None
+            self.board, self.head, self.last_at, self._view_json = board, head, last_at, None
             for listener in self.listeners:
                 listener(self, fresh)
         return len(fresh)
