@@ -30,6 +30,8 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     max_placements: int = 1000
     command_timeout: float = 2.0
     conflict_retries: int = 5
+    # Games held folded in memory; the least recently used unfollowed ones are reloaded when needed.
+    max_live_games: int = 10_000
     log_level: str = "info"
     # Test only: a named failpoint to trigger (for example "after_append_exit").
     failpoint: str | None = None

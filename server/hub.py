@@ -120,6 +120,7 @@ class Hub:
         self.tails: dict[str, asyncio.Task[None]] = {}
         self.tail_errors = 0
         service.listeners.append(self.publish)
+        service.pinned = self.subscribers.__contains__
 
     def count(self, game_id: str) -> int:
         """Connections following a game on this node."""

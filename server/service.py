@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
@@ -66,13 +67,17 @@ class GameService:
         retries: int = 5,
         clock: Callable[[], str] = utc_now,
         failpoint: str | None = None,
+        max_live_games: int = 10_000,
     ) -> None:
         self.store = store
         self.max_placements = max_placements
         self.retries = retries
         self.clock = clock
         self.failpoint = failpoint
-        self.games: dict[str, LiveGame] = {}
+        self.max_live_games = max_live_games
+        # Most recently used last; a game someone follows on this node is never evicted (see `pinned`).
+        self.games: OrderedDict[str, LiveGame] = OrderedDict()
+        self.pinned: Callable[[str], bool] = lambda game_id: False
         self.listeners: list[Listener] = []
         self._locks: dict[str, asyncio.Lock] = {}
 
@@ -123,9 +128,21 @@ class GameService:
                 return None
             game = self.games.setdefault(game_id, game)
             game.listeners = self.listeners
-        elif refresh:
-            await self._catch_up(game)
+            self._evict()
+        else:
+            self.games.move_to_end(game_id)
+            if refresh:
+                await self._catch_up(game)
         return game
+
+    def _evict(self) -> None:
+        """Forget the least recently used games beyond the cap (they reload from the stream on use)."""
+        excess = len(self.games) - self.max_live_games
+        for game_id in list(self.games)[: max(0, excess)]:
+            lock = self._locks.get(game_id)
+            if not self.pinned(game_id) and (lock is None or not lock.locked()):
+                del self.games[game_id]
+                self._locks.pop(game_id, None)
 
     async def handle(self, game_id: str, command: Place | EndGame) -> Outcome:
         """Decide and append one command, or return the first outcome of its id.
