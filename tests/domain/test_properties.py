@@ -1,0 +1,426 @@
+"""Random games against an independent, deliberately plain restatement of rules.md §4, §5 and §7.
+
+The oracle below keeps, per space, a list of (seat, kind) and decides each placement itself. It reads the
+layout's data (instrument, family, eras, bonus, prestige of each space) but calls nothing of domain.rules
+or domain.game: if both agree on thousands of random placements, neither is likely to be wrong the same way.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from dataclasses import dataclass, field
+
+import msgspec
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import domain
+from domain import (
+    STANDARD,
+    ChairClaimed,
+    ChairStolen,
+    CreateGame,
+    EndGame,
+    GameEnded,
+    InstrumentToken,
+    PerformanceToken,
+    Place,
+    PlacedBelowLine,
+    Rejected,
+    RepairToken,
+    Token,
+    decide,
+    evolve,
+)
+from projections import Board, apply, project, render, view_at
+
+NAMES = ("Ada", "Ben", "Cy", "Di")
+SPACES = {space.id: space for space in STANDARD.spaces}
+SPACE_IDS = tuple(SPACES)
+ERAS = ("baroque", "classical", "romantic")
+FAMILIES = ("strings", "winds", "percussion_keyboards")
+MATERIALS = ("wood", "metal", "animal")
+INSTRUMENTS = tuple(dict.fromkeys(space.instrument for space in STANDARD.spaces))
+ANY_TOKEN: tuple[Token, ...] = (
+    *(InstrumentToken(instrument=name) for name in (*INSTRUMENTS, "tuba")),
+    *(PerformanceToken(era=era) for era in ERAS),  # type: ignore[arg-type]
+    *(RepairToken(family=family) for family in FAMILIES),  # type: ignore[arg-type]
+)
+# Busy spaces make chairs change hands; every space and an unknown one appear too.
+SPACE_CHOICES = (*(["viola"] * 12), *(["violin_bc"] * 4), *(["rare_strings"] * 2), *SPACE_IDS, "tuba")
+
+
+# The oracle -------------------------------------------------------------------------------------------
+
+
+def kind_of(token: Token) -> str:
+    if isinstance(token, InstrumentToken):
+        return "instrument"
+    if isinstance(token, PerformanceToken):
+        return "performance"
+    return "repair"
+
+
+@dataclass
+class Outcome:
+    """What the oracle expects: a rejection code, or one event's type, reason, from_seat and gains."""
+
+    code: str | None = None
+    event: str | None = None
+    reason: str | None = None
+    from_seat: int | None = None
+    gains: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class Oracle:
+    players: int
+    max_placements: int
+    version: int = 1
+    placements: int = 0
+    ended: bool = False
+    chair: dict[str, tuple[int, str] | None] = field(default_factory=lambda: dict.fromkeys(SPACE_IDS))
+    below: dict[str, list[tuple[int, str]]] = field(default_factory=lambda: {s: [] for s in SPACE_IDS})
+    rare_chairs: dict[str, list[int]] = field(default_factory=lambda: {s: [] for s in SPACE_IDS})
+    resources: list[Counter[str]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.resources = [Counter() for _ in range(self.players)]
+
+    def expect(self, command: domain.Command) -> Outcome:
+        if isinstance(command, EndGame):
+            return self._expect_end(command)
+        assert isinstance(command, Place)
+        token = command.token
+        kind = kind_of(token)
+        if command.space not in SPACES:
+            return Outcome(code="bad_request")
+        space = SPACES[command.space]
+        if isinstance(token, InstrumentToken) and token.instrument not in INSTRUMENTS:
+            return Outcome(code="bad_request")
+        doubled = kind == "instrument" and command.skill >= 6
+        needed = space.bonus.get("material_choice", 0) * (2 if doubled else 1)
+        chosen = command.materials or ()
+        if chosen and (needed == 0 or len(chosen) != needed):
+            return Outcome(code="bad_request")
+        if command.seat >= self.players:
+            return Outcome(code="forbidden")
+        if self.ended:
+            return Outcome(code="game_over")
+        if command.expected_version is not None and command.expected_version != self.version:
+            return Outcome(code="stale_version")
+        if self.placements >= self.max_placements:
+            return Outcome(code="limit_reached")
+        if isinstance(token, InstrumentToken):
+            allowed = space.instrument == token.instrument
+        elif isinstance(token, PerformanceToken):
+            allowed = token.era in space.eras
+        else:
+            allowed = token.family == space.family and len(space.eras) > 0
+        if not allowed:
+            return Outcome(code="illegal_space")
+        if needed and not chosen:
+            return Outcome(code="missing_choice")
+
+        bonus: Counter[str] = Counter()
+        for key, amount in space.bonus.items():
+            if key != "material_choice":
+                bonus[key] += amount * (2 if doubled else 1)
+        for material in chosen:
+            bonus[material] += 1
+        consolation = {"money": 2} if command.consolation == "money" else {"inspiration": 1}
+        seat = command.seat
+        if not space.eras:
+            return Outcome(event="ChairClaimed", gains=dict(bonus))
+        holder = self.chair[space.id]
+        if holder is None:
+            return Outcome(event="ChairClaimed", gains=dict(bonus))
+        if holder[1] == "instrument":
+            return Outcome(event="PlacedBelowLine", reason="instrument_holds", gains=consolation)
+        if kind == "instrument":
+            return Outcome(event="ChairStolen", reason="instrument", from_seat=holder[0], gains=dict(bonus))
+        if holder[0] == seat:
+            return Outcome(event="PlacedBelowLine", reason="own_chair", gains=consolation)
+        count = Counter(who for who, what in [holder, *self.below[space.id]] if what != "instrument")
+        count[seat] += 1
+        if all(count[seat] > count[other] for other in range(self.players) if other != seat):
+            return Outcome(event="ChairStolen", reason="majority", from_seat=holder[0], gains=dict(bonus))
+        return Outcome(event="PlacedBelowLine", reason="no_majority", gains=consolation)
+
+    def _expect_end(self, command: EndGame) -> Outcome:
+        if command.seat >= self.players or command.seat != 0:
+            return Outcome(code="forbidden")
+        if self.ended:
+            return Outcome(code="game_over")
+        if command.expected_version is not None and command.expected_version != self.version:
+            return Outcome(code="stale_version")
+        return Outcome(event="GameEnded")
+
+    def accept(self, command: domain.Command, outcome: Outcome) -> None:
+        self.version += 1
+        if isinstance(command, EndGame):
+            self.ended = True
+            return
+        assert isinstance(command, Place)
+        seat, space_id, kind = command.seat, command.space, kind_of(command.token)
+        self.placements += 1
+        self.resources[seat].update(outcome.gains)
+        if not SPACES[space_id].eras:
+            self.rare_chairs[space_id].append(seat)
+        elif outcome.event == "ChairClaimed":
+            self.chair[space_id] = (seat, kind)
+        elif outcome.event == "ChairStolen":
+            old = self.chair[space_id]
+            assert old is not None
+            self.below[space_id].append(old)
+            self.chair[space_id] = (seat, kind)
+        else:
+            self.below[space_id].append((seat, kind))
+
+    def final_scores(self) -> list[tuple[int, tuple[str, ...], int, dict[str, int]]]:
+        result = []
+        for seat in range(self.players):
+            chairs: list[str] = []
+            for space in STANDARD.spaces:
+                if space.eras:
+                    holder = self.chair[space.id]
+                    chairs += [space.id] if holder is not None and holder[0] == seat else []
+                else:
+                    chairs += [space.id] * self.rare_chairs[space.id].count(seat)
+            prestige = sum(SPACES[c].prestige for c in chairs)
+            result.append((seat, tuple(chairs), prestige, dict(+self.resources[seat])))
+        return result
+
+
+# Random games ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Step:
+    """One command of a game: the state before it, what the domain answered, the state after."""
+
+    command: domain.Command
+    before: domain.Game
+    events: list[domain.Event]
+    code: str | None
+    after: domain.Game
+    expected: Outcome
+
+
+@dataclass
+class Played:
+    steps: list[Step]
+    events: list[domain.Event]
+    commands: list[domain.Command]
+    final: domain.Game
+    oracle: Oracle
+
+
+@st.composite
+def games(draw: st.DrawFn) -> Played:
+    players = draw(st.sampled_from([1, 2, 2, 3, 3, 3, 4, 4]))
+    max_placements = draw(st.sampled_from([1000] * 7 + [8]))
+    create = CreateGame(game_id="g", players=NAMES[:players], max_placements=max_placements)
+    state = domain.Game()
+    events = decide(state, create)
+    state = functools.reduce(evolve, events, state)
+    oracle = Oracle(players, max_placements)
+    steps: list[Step] = []
+    commands: list[domain.Command] = [create]
+    # A crowded game plays mostly performances and repairs into two spaces, so majorities are contested.
+    crowded = draw(st.booleans())
+    for number in range(draw(st.integers(0, 40))):
+        command = draw(commands_for(players, state.version, f"c-{number}", crowded))
+        expected = oracle.expect(command)
+        try:
+            new = decide(state, command)
+            code = None
+        except Rejected as exc:
+            new, code = [], exc.code
+        after = functools.reduce(evolve, new, state)
+        steps.append(Step(command, state, new, code, after, expected))
+        if code is None:
+            oracle.accept(command, expected)
+            events += new
+            commands.append(command)
+        state = after
+    return Played(steps, events, commands, state, oracle)
+
+
+@st.composite
+def commands_for(
+    draw: st.DrawFn, players: int, version: int, command_id: str, crowded: bool
+) -> domain.Command:
+    # Weights by repetition: mostly seated players, current or no expected_version, tokens that fit.
+    seat = draw(st.sampled_from([*range(players)] * 12 + [0, 1, 2, 3]))
+    expected_version = draw(st.sampled_from([None] * 8 + [version] * 3 + [version - 1]))
+    if draw(st.sampled_from(["place"] * 79 + ["end"])) == "end":
+        return EndGame(seat=seat, id=command_id, expected_version=expected_version)
+    space_id = draw(st.sampled_from(["viola", "violin_cr"] if crowded else SPACE_CHOICES))
+    if space_id in SPACES and draw(st.sampled_from([True] * 9 + [False])):
+        space = SPACES[space_id]
+        fitting: list[Token] = [InstrumentToken(instrument=space.instrument)]
+        if space.eras:
+            weight = 12 if crowded else 6
+            fitting += [
+                PerformanceToken(era=era) for era in space.eras for _ in range(weight // len(space.eras))
+            ]
+            fitting += [RepairToken(family=space.family)] * weight
+        token = draw(st.sampled_from(fitting))
+    else:
+        token = draw(st.sampled_from(ANY_TOKEN))
+    skill = draw(st.integers(1, 10))
+    materials_mode = draw(st.sampled_from(["fit"] * 12 + ["none", "empty", "any"]))
+    materials: tuple[str, ...] | None
+    if materials_mode == "fit":
+        per_chair = SPACES[space_id].bonus.get("material_choice", 0) if space_id in SPACES else 0
+        count = per_chair * (2 if isinstance(token, InstrumentToken) and skill >= 6 else 1)
+        materials = tuple(draw(st.lists(st.sampled_from(MATERIALS), min_size=count, max_size=count))) or None
+    elif materials_mode == "none":
+        materials = None
+    elif materials_mode == "empty":
+        materials = ()
+    else:
+        materials = tuple(draw(st.lists(st.sampled_from(MATERIALS), max_size=3)))
+    return Place(
+        seat=seat,
+        id=command_id,
+        token=token,
+        space=space_id,
+        skill=skill,
+        consolation=draw(st.sampled_from(["money", "inspiration"])),
+        materials=materials,  # type: ignore[arg-type]
+        expected_version=expected_version,
+    )
+
+
+GAMES = games()
+FEW = settings(max_examples=80, deadline=None)
+
+
+# Properties ------------------------------------------------------------------------------------------
+
+
+@FEW
+@given(GAMES)
+def test_the_domain_decides_every_command_as_the_plain_oracle_does(played: Played) -> None:
+    for step in played.steps:
+        expected = step.expected
+        if expected.code is not None:
+            assert step.code == expected.code, step.command
+            assert step.after is step.before
+            continue
+        assert step.code is None, step.command
+        (event,) = step.events
+        assert type(event).__name__ == expected.event
+        assert getattr(event, "reason", None) == expected.reason
+        assert getattr(event, "from_seat", None) == expected.from_seat
+        if isinstance(event, ChairClaimed | ChairStolen):
+            assert event.bonus == expected.gains
+        elif isinstance(event, PlacedBelowLine):
+            assert event.consolation == expected.gains
+
+
+@FEW
+@given(GAMES)
+def test_the_final_scores_match_the_oracle_and_rank_by_prestige(played: Played) -> None:
+    final = domain.scores(played.final)
+    assert [(s.seat, s.chairs, s.prestige, s.resources) for s in final] == played.oracle.final_scores()
+    ranks = domain.ranking(final)
+    for entry in ranks:
+        assert entry.rank == 1 + sum(s.prestige > entry.prestige for s in final)
+    assert [r.prestige for r in ranks] == sorted((s.prestige for s in final), reverse=True)
+    ended = [e for e in played.events if isinstance(e, GameEnded)]
+    assert len(ended) <= 1
+    if ended:
+        assert played.events[-1] is ended[0]
+        assert ended[0].scores == final
+
+
+@FEW
+@given(GAMES)
+def test_an_instrument_in_a_chair_never_leaves(played: Played) -> None:
+    for step in played.steps:
+        for space_id, held in step.before.spaces.items():
+            if held.chair is not None and isinstance(held.chair.token, InstrumentToken):
+                assert step.after.spaces[space_id].chair == held.chair
+
+
+@FEW
+@given(GAMES)
+def test_every_standard_space_has_at_most_one_chair_holder(played: Played) -> None:
+    for step in played.steps:
+        chairs = [c for score in domain.scores(step.after) for c in score.chairs if SPACES[c].eras]
+        assert len(chairs) == len(set(chairs))
+        for space_id, held in step.after.spaces.items():
+            if SPACES[space_id].eras:
+                assert held.chairs == ()
+            else:
+                assert held.chair is None
+                assert held.below == ()
+
+
+@FEW
+@given(GAMES)
+def test_a_steal_by_majority_happens_only_with_a_strict_majority(played: Played) -> None:
+    for step in played.steps:
+        for event in step.events:
+            if isinstance(event, ChairStolen) and event.reason == "majority":
+                held = step.before.spaces[event.space]
+                assert held.chair is not None
+                tokens = [held.chair, *held.below]
+                count = Counter(s.seat for s in tokens if not isinstance(s.token, InstrumentToken))
+                count[event.seat] += 1
+                others = [count[seat] for seat in range(len(played.final.players)) if seat != event.seat]
+                assert all(count[event.seat] > other for other in others)
+                assert held.chair.seat != event.seat
+
+
+@FEW
+@given(GAMES)
+def test_resources_only_grow(played: Played) -> None:
+    for step in played.steps:
+        for before, after in zip(step.before.resources, step.after.resources, strict=True):
+            assert all(after.get(key, 0) >= amount for key, amount in before.items())
+            assert all(amount > 0 for amount in after.values())
+
+
+@FEW
+@given(GAMES)
+def test_folding_the_events_again_gives_the_same_state(played: Played) -> None:
+    assert functools.reduce(evolve, played.events, domain.Game()) == played.final
+    assert played.final.version == len(played.events)
+
+
+@FEW
+@given(GAMES)
+def test_the_incremental_view_equals_the_rendered_and_the_projected_view(played: Played) -> None:
+    board = Board()
+    for event in played.events:
+        board = apply(board, event)
+        assert board.view == render(board.game)
+    assert board.game == played.final
+    assert board.view == render(played.final)
+    assert board.view == project(played.events).view
+
+
+@FEW
+@given(GAMES)
+def test_view_at_n_is_the_view_after_n_events(played: Played) -> None:
+    board = Board()
+    assert view_at(played.events, 0) == board.view
+    for number, event in enumerate(played.events, start=1):
+        board = apply(board, event)
+        assert view_at(played.events, number) == board.view
+
+
+@FEW
+@given(GAMES)
+def test_every_event_and_command_survives_a_json_round_trip(played: Played) -> None:
+    for event in played.events:
+        assert msgspec.json.decode(msgspec.json.encode(event), type=domain.Event) == event
+    for command in played.commands:
+        assert msgspec.json.decode(msgspec.json.encode(command), type=domain.Command) == command
+    log = msgspec.json.decode(msgspec.json.encode(played.events), type=list[domain.Event])
+    assert log == played.events
