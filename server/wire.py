@@ -119,7 +119,8 @@ def readable_id(text: str | bytes) -> str | None:
     """The `id` of a frame that failed to decode, when it had a readable string id (for the answer)."""
     try:
         raw = _decode_loose(text)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        # Deep nesting (10,000 arrays in a field) exhausts the decoder's recursion: no readable id.
         return None
     found = raw.get("id")
     return found if isinstance(found, str) and len(found) <= 256 else None
