@@ -57,7 +57,8 @@ class ServerProcess:
 
     def logs(self) -> str:
         """Everything the server logged so far."""
-        self._log.flush()
+        if not self._log.closed:
+            self._log.flush()
         return self.log_path.read_text(errors="replace")
 
     def terminate(self) -> int:
@@ -104,6 +105,24 @@ def start_server(e2e_redis: str, tmp_path: Path) -> Iterator[Callable[..., Serve
 
     def start(redis_url: str | None = e2e_redis, **settings: object) -> ServerProcess:
         server = ServerProcess(redis_url, tmp_path / f"node{len(started)}", **settings)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def start_module_server(
+    e2e_redis: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Callable[..., ServerProcess]]:
+    """Like `start_server`, but the servers live as long as the test module (one start for many tests)."""
+    started: list[ServerProcess] = []
+    base = tmp_path_factory.mktemp("module-servers")
+
+    def start(redis_url: str | None = e2e_redis, **settings: object) -> ServerProcess:
+        server = ServerProcess(redis_url, base / f"node{len(started)}", **settings)
         started.append(server)
         return server
 

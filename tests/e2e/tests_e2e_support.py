@@ -2,10 +2,44 @@
 
 from __future__ import annotations
 
-from client import create_game
+import asyncio
+import json
+from typing import Any
+
+from client import GameClient, create_game
+
+PERF = {"kind": "performance", "era": "classical"}
+STRINGS = {"kind": "repair", "family": "strings"}
+REJECTION_KEYS = {"type", "id", "code", "message", "version"}
 
 
 async def new_game(url: str, players: list[str], **options: str) -> tuple[str, list[str]]:
     """Create a game; its id and the seat tokens in seat order."""
     created = await create_game(url, players, **options)
     return created["game_id"], [seat["token"] for seat in created["seats"]]
+
+
+async def next_answer(client: GameClient, timeout: float = 5.0) -> dict[str, Any]:
+    """The next `accepted` or `rejected` frame that `send` did not claim (live `events` are skipped)."""
+
+    async def wait() -> dict[str, Any]:
+        while True:
+            frame = await client.next_frame(timeout)
+            if frame["type"] in ("accepted", "rejected"):
+                return frame
+
+    return await asyncio.wait_for(wait(), timeout)
+
+
+def log_lines(logs: str) -> list[dict[str, Any]]:
+    """Every line of a server log, parsed (each must be one JSON object)."""
+    lines = [json.loads(line) for line in logs.splitlines() if line.strip()]
+    assert all(isinstance(line, dict) for line in lines)
+    return lines
+
+
+def assert_clean_logs(logs: str) -> None:
+    """No traceback and no error-level line in a server's log."""
+    assert "Traceback" not in logs
+    errors = [line for line in log_lines(logs) if line.get("level") in ("error", "critical")]
+    assert errors == []
