@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+from typing import Any
 
 import msgspec
 import pytest
@@ -190,3 +191,9 @@ def test_space_views_are_tagged_by_their_kind(kind: str) -> None:
     rare_ids = {s.id for s in STANDARD.spaces if s.rare}
     for space_id, space in wire["spaces"].items():
         assert (space["kind"] == "rare") is (space_id in rare_ids)
+
+
+def test_apply_fails_loudly_on_something_that_is_not_an_event() -> None:
+    stray: Any = object()
+    with pytest.raises(AssertionError):
+        apply(project(GAME[:1]), stray)
