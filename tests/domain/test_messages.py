@@ -259,5 +259,7 @@ def test_decided_events_encode_resources_with_no_zero_amounts() -> None:
     command = Place(seat=0, id="c", token=RepairToken(family="strings"), space="cello")
     (event,) = domain.decide(state, command)
     wire = _wire(event)
-    assert wire["bonus"] == {"money": 1, "wood": 1, "animal": 1}
-    assert all(amount > 0 for amount in wire["bonus"].values())  # type: ignore[attr-defined]
+    bonus = wire["bonus"]
+    assert bonus == {"money": 1, "wood": 1, "animal": 1}
+    assert isinstance(bonus, dict)
+    assert all(amount > 0 for amount in bonus.values())

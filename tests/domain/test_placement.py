@@ -224,6 +224,73 @@ def test_a_violin_may_take_either_violin_space(space: str) -> None:
     assert event == ChairClaimed(seat=ADA, space=space, token=inst("violin"), bonus=STANDARD_BONUS[space])
 
 
+@pytest.mark.parametrize(
+    "space", [pytest.param(s, id=s.replace("_", "-")) for s in ("violin_bc", "violin_cr")]
+)
+def test_a_classical_performance_may_go_to_either_violin_space(space: str) -> None:
+    event = only_event(start(), place(ADA, perf("classical"), space))
+    assert isinstance(event, ChairClaimed)
+    assert event.space == space
+
+
+@pytest.mark.parametrize(
+    ("era", "space"),
+    [
+        pytest.param("baroque", "violin_bc", id="baroque-to-violin-bc"),
+        pytest.param("romantic", "violin_cr", id="romantic-to-violin-cr"),
+    ],
+)
+def test_a_violin_space_takes_the_performances_of_both_its_eras(era: str, space: str) -> None:
+    assert isinstance(only_event(start(), place(ADA, perf(era), space)), ChairClaimed)
+
+
+@pytest.mark.parametrize(
+    ("era", "space"),
+    [
+        pytest.param("romantic", "violin_bc", id="romantic-to-violin-bc"),
+        pytest.param("baroque", "violin_cr", id="baroque-to-violin-cr"),
+    ],
+)
+def test_a_violin_space_refuses_performances_of_the_third_era(era: str, space: str) -> None:
+    with pytest.raises(IllegalSpace):
+        decide(start(), place(ADA, perf(era), space))
+
+
+@pytest.mark.parametrize(
+    ("family", "space"),
+    [
+        pytest.param("strings", "rare_strings", id="strings"),
+        pytest.param("winds", "rare_winds", id="winds"),
+        pytest.param("percussion_keyboards", "rare_percussion_keyboards", id="percussion-keyboards"),
+    ],
+)
+def test_a_repair_never_goes_to_a_rare_space_even_of_its_own_family(family: str, space: str) -> None:
+    with pytest.raises(IllegalSpace):
+        decide(start(), place(ADA, rep(family), space, materials=None))
+
+
+@pytest.mark.parametrize(
+    ("space", "other"),
+    [
+        pytest.param("rare_strings", "rare_winds", id="rare-strings"),
+        pytest.param("rare_winds", "rare_percussion_keyboards", id="rare-winds"),
+        pytest.param("rare_percussion_keyboards", "rare_strings", id="rare-percussion-keyboards"),
+    ],
+)
+def test_a_rare_instrument_goes_to_its_own_rare_space_only(space: str, other: str) -> None:
+    materials: tuple[Material, ...] | None = ("metal",) if space == "rare_strings" else None
+    assert isinstance(only_event(start(), place(ADA, inst(space), space, materials=materials)), ChairClaimed)
+    with pytest.raises(IllegalSpace):
+        decide(start(), place(ADA, inst(space), other))
+
+
+@pytest.mark.parametrize("era", [pytest.param(e, id=e) for e in ("baroque", "classical", "romantic")])
+def test_a_performance_never_goes_to_a_rare_space(era: str) -> None:
+    for space in ("rare_winds", "rare_percussion_keyboards"):
+        with pytest.raises(IllegalSpace):
+            decide(start(), place(ADA, perf(era), space))
+
+
 STANDARD_BONUS = {
     "lute": {"money": 2, "animal": 1},
     "violin_bc": {"money": 2, "inspiration": 1},

@@ -379,6 +379,19 @@ def test_a_steal_by_majority_happens_only_with_a_strict_majority(played: Played)
 
 @FEW
 @given(GAMES)
+def test_tokens_never_leave_the_orchestra_nor_change_space(played: Played) -> None:
+    for step in played.steps:
+        for space_id, held in step.before.spaces.items():
+            after = step.after.spaces[space_id]
+            before_tokens = Counter([*held.chairs, *held.below, *([held.chair] if held.chair else [])])
+            after_tokens = Counter([*after.chairs, *after.below, *([after.chair] if after.chair else [])])
+            assert not before_tokens - after_tokens
+            placed_here = [e for e in step.events if getattr(e, "space", None) == space_id]
+            assert sum(after_tokens.values()) == sum(before_tokens.values()) + len(placed_here)
+
+
+@FEW
+@given(GAMES)
 def test_resources_only_grow(played: Played) -> None:
     for step in played.steps:
         for before, after in zip(step.before.resources, step.after.resources, strict=True):
