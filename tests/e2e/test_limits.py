@@ -1,0 +1,234 @@
+"""Each limit of protocol.md's table, configured small, and what a client sees when it is reached."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import time
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+import websockets
+from tests_e2e_support import PERF, REJECTION_KEYS, STRINGS, assert_clean_logs, new_game, next_answer
+from websockets.exceptions import ConnectionClosed
+
+from client import ConnectionRefused, GameClient, get_events, get_view
+
+pytestmark = [pytest.mark.e2e, pytest.mark.integration]
+
+MAX_FRAME = 1024
+RATE = 5
+HELLO_TIMEOUT = 0.5
+MAX_CONNECTIONS = 2
+MAX_PLACEMENTS = 3
+QUEUE_LIMIT = 5
+
+
+@pytest.fixture(scope="module")
+def small(start_module_server: Any) -> Any:
+    """A server with every limit but the outgoing queue set small."""
+    return start_module_server(
+        max_frame_bytes=MAX_FRAME,
+        rate_per_second=RATE,
+        rate_burst=RATE,
+        hello_timeout=HELLO_TIMEOUT,
+        max_connections_per_game=MAX_CONNECTIONS,
+        max_placements=MAX_PLACEMENTS,
+    )
+
+
+def ws_url(base: str, game_id: str) -> str:
+    return base.replace("http://", "ws://") + f"/games/{game_id}/ws"
+
+
+def frame_of(size: int, id: str = "sized") -> str:
+    """A valid place frame padded with whitespace to exactly `size` bytes."""
+    text = json.dumps({"type": "place", "id": id, "token": PERF, "space": "viola"})
+    return text[:-1] + " " * (size - len(text)) + "}"
+
+
+async def closed_code(ws: websockets.ClientConnection, timeout: float = 5.0) -> int | None:
+    """Read (and drop) frames until the server closes; its close code."""
+
+    async def drain() -> int | None:
+        try:
+            while True:
+                await ws.recv()
+        except ConnectionClosed as exc:
+            return exc.rcvd.code if exc.rcvd else None
+
+    return await asyncio.wait_for(drain(), timeout)
+
+
+async def test_a_frame_of_exactly_the_limit_is_decided(small: Any) -> None:
+    game_id, tokens = await new_game(small.url, ["Ada"])
+    async with await GameClient.connect(small.url, game_id, tokens[0], reconnect=False) as ada:
+        await ada.send_raw(frame_of(MAX_FRAME))
+        assert (await next_answer(ada))["type"] == "accepted"
+
+
+async def test_a_frame_over_the_limit_is_too_large_and_the_socket_stays_usable(small: Any) -> None:
+    game_id, tokens = await new_game(small.url, ["Ada"])
+    async with await GameClient.connect(small.url, game_id, tokens[0], reconnect=False) as ada:
+        await ada.send_raw(frame_of(MAX_FRAME + 1))
+        answer = await next_answer(ada)
+        assert set(answer) == REJECTION_KEYS
+        assert (answer["code"], answer["id"], answer["version"]) == ("too_large", None, 1)
+        assert str(MAX_FRAME) in answer["message"]
+        assert (await ada.place(PERF, "viola"))["type"] == "accepted"
+
+
+async def test_a_frame_far_over_the_limit_is_closed_with_1009(small: Any) -> None:
+    game_id, tokens = await new_game(small.url, ["Ada"])
+    async with await GameClient.connect(small.url, game_id, tokens[0], reconnect=False) as ada:
+        await ada.send_raw(frame_of(100 * MAX_FRAME))
+        with pytest.raises(ConnectionRefused) as closed:
+            await ada.next_frame(timeout=5)
+        assert closed.value.code == 1009
+    assert (await get_view(small.url, game_id))["version"] == 1
+
+
+async def test_commands_past_the_burst_are_rate_limited_and_the_bucket_refills(small: Any) -> None:
+    game_id, tokens = await new_game(small.url, ["Ada", "Ben"])
+    async with await GameClient.connect(small.url, game_id, tokens[0], reconnect=False) as ada:
+        for n in range(3 * RATE):
+            await ada.send_raw(json.dumps({"type": "end_game", "id": f"r-{n}", "expected_version": 0}))
+        answers = [await next_answer(ada) for _ in range(3 * RATE)]
+        codes = [a["code"] for a in answers]
+        assert codes[:RATE] == ["stale_version"] * RATE
+        assert codes.count("rate_limited") >= 2 * RATE - 1
+        limited = next(a for a in answers if a["code"] == "rate_limited")
+        assert limited["id"].startswith("r-") and limited["version"] == 1
+        await asyncio.sleep(1.2)  # the bucket refills at RATE a second, up to the burst
+        for space in ("viola", "clarinet", "timpani"):
+            assert (await ada.place(PERF, space))["type"] == "accepted"
+
+
+async def test_a_connection_that_never_says_hello_is_closed_with_1008_after_the_timeout(small: Any) -> None:
+    game_id, _ = await new_game(small.url, ["Ada"])
+    started = time.monotonic()
+    async with websockets.connect(ws_url(small.url, game_id), open_timeout=5) as silent:
+        assert await closed_code(silent) == 1008
+    elapsed = time.monotonic() - started
+    assert HELLO_TIMEOUT * 0.8 <= elapsed < HELLO_TIMEOUT + 3
+
+
+async def test_a_first_frame_that_is_not_hello_is_closed_with_1008(small: Any) -> None:
+    game_id, _ = await new_game(small.url, ["Ada"])
+    async with websockets.connect(ws_url(small.url, game_id), open_timeout=5) as ws:
+        await ws.send(json.dumps({"type": "place", "id": "a", "token": PERF, "space": "viola"}))
+        assert await closed_code(ws) == 1008
+
+
+async def test_an_unknown_game_is_rejected_then_closed_with_1008(small: Any) -> None:
+    async with websockets.connect(ws_url(small.url, "no-such-game"), open_timeout=5) as ws:
+        await ws.send(json.dumps({"type": "hello", "token": None, "since": None}))
+        refusal = json.loads(await asyncio.wait_for(ws.recv(), 5))
+        assert set(refusal) == REJECTION_KEYS
+        assert (refusal["type"], refusal["code"], refusal["id"]) == ("rejected", "unknown_game", None)
+        assert await closed_code(ws) == 1008
+
+
+async def test_a_token_of_another_game_is_forbidden_then_closed_with_1008(small: Any) -> None:
+    game_id, _ = await new_game(small.url, ["Ada"])
+    _, other_tokens = await new_game(small.url, ["Ben"])
+    with pytest.raises(ConnectionRefused) as refused:
+        await GameClient.connect(small.url, game_id, other_tokens[0], reconnect=False)
+    assert refused.value.code == 1008
+    assert refused.value.frame is not None
+    assert (refused.value.frame["code"], refused.value.frame["id"]) == ("forbidden", None)
+
+
+async def test_connections_past_the_game_maximum_are_unavailable_and_closed_with_1013(small: Any) -> None:
+    game_id, tokens = await new_game(small.url, ["Ada"])
+    # A connection that has not said hello yet does not count.
+    async with websockets.connect(ws_url(small.url, game_id), open_timeout=5):
+        first = await GameClient.connect(small.url, game_id, tokens[0], reconnect=False)
+        second = await GameClient.connect(small.url, game_id, reconnect=False)
+    with pytest.raises(ConnectionRefused) as refused:
+        await GameClient.connect(small.url, game_id, reconnect=False)
+    assert refused.value.code == 1013
+    assert refused.value.frame is not None
+    assert (refused.value.frame["code"], refused.value.frame["id"]) == ("unavailable", None)
+    # The two already in are unaffected, and other games are not limited by this one.
+    answer = await first.place(PERF, "viola")
+    assert answer["type"] == "accepted"
+    await second.wait_for_version(answer["version"], timeout=5)
+    other_id, _ = await new_game(small.url, ["Cy"])
+    async with await GameClient.connect(small.url, other_id, reconnect=False) as elsewhere:
+        assert elsewhere.welcome["role"] == "spectator"
+    await first.close()
+    # A freed place can be taken again.
+    async with await GameClient.connect(small.url, game_id, reconnect=False) as third:
+        assert third.welcome["version"] == answer["version"]
+    await second.close()
+
+
+async def test_a_placement_past_the_game_maximum_is_limit_reached(small: Any) -> None:
+    game_id, tokens = await new_game(small.url, ["Ada"])
+    async with await GameClient.connect(small.url, game_id, tokens[0], reconnect=False) as ada:
+        for space in ("viola", "clarinet", "timpani"):
+            assert (await ada.place(PERF, space))["type"] == "accepted"
+        refused = await ada.place(STRINGS, "cello", id="one-too-many")
+        assert (refused["code"], refused["id"], refused["version"]) == ("limit_reached", "one-too-many", 4)
+        assert (await get_view(small.url, game_id))["version"] == 4
+
+
+async def test_the_small_limits_left_no_traceback_and_no_error_in_the_log(small: Any) -> None:
+    assert_clean_logs(small.logs())
+
+
+async def test_a_client_that_never_reads_is_closed_with_1013_while_others_keep_receiving(
+    start_module_server: Any,
+) -> None:
+    server = start_module_server(
+        queue_limit=QUEUE_LIMIT, rate_per_second=100_000, rate_burst=100_000, max_placements=100_000
+    )
+    game_id, tokens = await new_game(server.url, ["Ada"])
+    ada = await GameClient.connect(server.url, game_id, tokens[0], reconnect=False)
+    fast = await GameClient.connect(server.url, game_id, reconnect=False)
+    # The slow client: a tiny receive buffer, no compression (views compress very well), and it stops
+    # reading right after its welcome.
+    parts = urlsplit(server.url)
+    raw = socket.socket()
+    raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    raw.connect((parts.hostname, parts.port))
+    slow = await websockets.connect(
+        ws_url(server.url, game_id), sock=raw, max_queue=1, compression=None, open_timeout=5
+    )
+    try:
+        await slow.send(json.dumps({"type": "hello", "token": None, "since": None}))
+        assert json.loads(await asyncio.wait_for(slow.recv(), 5))["type"] == "welcome"
+        slow.transport.pause_reading()
+        placements = 600
+        for n in range(placements):
+            answer = await ada.place(PERF, ("viola", "clarinet", "timpani")[n % 3])
+            assert answer["type"] == "accepted"
+        last = placements + 1
+        await fast.wait_for_version(last, timeout=20)
+        assert [e["version"] for e in fast.envelopes] == list(range(2, last + 1))
+        assert fast.envelopes == (await get_events(server.url, game_id))[1:]
+        slow.transport.resume_reading()
+        received = 0
+
+        async def drain() -> int | None:
+            nonlocal received
+            try:
+                while True:
+                    await slow.recv()
+                    received += 1
+            except ConnectionClosed as exc:
+                return exc.rcvd.code if exc.rcvd else None
+
+        assert await asyncio.wait_for(drain(), 10) == 1013
+        assert received < placements
+        # The players and the fast spectator are still served.
+        answer = await ada.place(PERF, "viola")
+        await fast.wait_for_version(answer["version"], timeout=5)
+    finally:
+        await slow.close()
+        await ada.close()
+        await fast.close()
+    assert_clean_logs(server.logs())
