@@ -202,7 +202,7 @@ def _place(state: Game, command: Place) -> Event:
         raise BadRequest("skill must be 1 to 10")
     needed = materials_needed(space, token, command.skill)
     chosen = command.materials or ()
-    if chosen and not needed:
+    if command.materials is not None and not needed:  # even an empty list: rules.md §5 names no exception
         raise BadRequest(f"materials are only named for a space that pays a material; {space.id} does not")
     if chosen and len(chosen) != needed:
         raise BadRequest(f"this placement in {space.id} names {needed} material(s), not {len(chosen)}")

@@ -8,19 +8,16 @@ than a new one.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Literal, assert_never
+from typing import Literal
 
 import msgspec
 from msgspec.structs import replace
 
 from domain import (
-    ChairClaimed,
-    ChairStolen,
     Event,
     Game,
     GameCreated,
     GameEnded,
-    PlacedBelowLine,
     Score,
     Seated,
     SpaceState,
@@ -82,20 +79,17 @@ def apply(board: Board, event: Event) -> Board:
     """The board after `event`, re-rendering only what the event touched."""
     game = evolve(board.game, event)
     view = board.view
-    match event:
-        case GameCreated():
-            return Board(game, render(game))
-        case ChairClaimed(space=space) | ChairStolen(space=space) | PlacedBelowLine(space=space):
-            kind: Literal["standard", "rare"] = (
-                "rare" if isinstance(view.spaces[space], RareSpaceView) else "standard"
-            )
-            spaces = {**view.spaces, space: _render_space(game.spaces[space], kind)}
-            view = replace(view, version=game.version, spaces=spaces, scores=scores(game))
-        case GameEnded():
-            view = replace(view, version=game.version, ended=True)
-        case _:
-            assert_never(event)
-    return Board(game, view)
+    if isinstance(event, GameCreated):
+        return Board(game, render(game))
+    if isinstance(event, GameEnded):
+        return Board(game, replace(view, version=game.version, ended=True))
+    # A placement: one space changed, and the scores.
+    space = event.space
+    kind: Literal["standard", "rare"] = (
+        "rare" if isinstance(view.spaces[space], RareSpaceView) else "standard"
+    )
+    spaces = {**view.spaces, space: _render_space(game.spaces[space], kind)}
+    return Board(game, replace(view, version=game.version, spaces=spaces, scores=scores(game)))
 
 
 def project(events: Iterable[Event], start: Board | None = None) -> Board:

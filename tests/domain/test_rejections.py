@@ -396,3 +396,9 @@ def test_a_rejected_command_changes_nothing() -> None:
         decide(state, place(BEN, WINDS))
     assert (state.version, state.placements, dict(state.spaces), state.resources) == before
     assert decide(state, place(BEN)) == decide(play(start(), place(ADA)), place(BEN))
+
+
+def test_an_empty_materials_list_on_a_placement_that_pays_none_is_a_bad_request() -> None:
+    """rules.md §5: materials on any other placement than Rare Strings are a bad_request, even none."""
+    with pytest.raises(BadRequest, match="only named for a space that pays a material"):
+        decide(start(), place(BEN, CLASSICAL, "viola", materials=()))
