@@ -102,7 +102,9 @@ class Oracle:
         doubled = kind == "instrument" and command.skill >= 6
         needed = space.bonus.get("material_choice", 0) * (2 if doubled else 1)
         chosen = command.materials or ()
-        if chosen and (needed == 0 or len(chosen) != needed):
+        if command.materials is not None and needed == 0:
+            return Outcome(code="bad_request")  # any materials field, even empty, where none is paid
+        if chosen and len(chosen) != needed:
             return Outcome(code="bad_request")
         if command.seat >= self.players:
             return Outcome(code="forbidden")
