@@ -16,7 +16,7 @@ from pathlib import Path
 from starlette.applications import Starlette
 from starlette.routing import Route, WebSocketRoute
 
-from server import http, ws
+from server import http, pages, ws
 from server.config import Settings
 from server.embedded_redis import EmbeddedRedis
 from server.hub import Hub
@@ -66,8 +66,12 @@ def create_app(settings: Settings | None = None, store: EventStore | None = None
             max_placements=settings.max_placements,
             retries=settings.conflict_retries,
             failpoint=settings.failpoint,
+            max_live_games=settings.max_live_games,
         )
-        ctx = Context(settings=settings, service=service, hub=Hub(service), embedded=embedded)
+        metrics = Metrics()
+        ctx = Context(
+            settings=settings, service=service, hub=Hub(service, metrics), metrics=metrics, embedded=embedded
+        )
         app.state.ctx = ctx
         try:
             yield
@@ -89,5 +93,6 @@ def create_app(settings: Settings | None = None, store: EventStore | None = None
         Route("/readyz", http.readyz, methods=["GET"]),
         Route("/schema.json", http.schema_json, methods=["GET"]),
         Route("/metrics", http.metrics, methods=["GET"]),
+        *pages.routes,
     ]
     return Starlette(routes=routes, lifespan=lifespan)

@@ -1,0 +1,119 @@
+"""The pages a browser opens: the list of games, the live board, the replay viewer, the play page.
+
+Plain HTML, one vanilla JS module and one stylesheet from `server/static/`, no build step. The pages only
+draw what the server says: views come from `GET /games/{id}` and the websocket, and where a token may go
+comes from `GET /games/{id}/legal`, which answers from the domain's own rules, so no rule lives in JS.
+
+`GET /games/{id}/legal?token=<JSON token>[&skill=N]` answers
+`{"spaces": [space ids, in layout order], "materials": {space id: materials to name}}`; `materials` lists
+only the spaces whose placement must name materials (Rare Strings), as many as that skill needs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import FileResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from domain import Token, legal_spaces
+from domain.rules import materials_needed
+from server import auth
+from server.http import error, json
+from server.store import StoreError
+
+if TYPE_CHECKING:
+    from server.app import Context
+
+STATIC = Path(__file__).resolve().parent / "static"
+
+# The pages load only their own script and stylesheet, and talk only to this server: even a name that
+# slipped into the page as markup could not run a script.
+HEADERS = {
+    "content-security-policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    ),
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    "cache-control": "no-cache",
+}
+
+
+class Legal(msgspec.Struct, frozen=True):
+    """The answer of `/legal`."""
+
+    spaces: list[str]
+    materials: dict[str, int]
+
+
+_decode_token = msgspec.json.Decoder(Token).decode
+
+
+def _page(name: str):  # type: ignore[no-untyped-def]
+    async def page(request: Request) -> Response:
+        return FileResponse(STATIC / name, media_type="text/html; charset=utf-8", headers=HEADERS)
+
+    page.__name__ = f"page_{name.removesuffix('.html')}"
+    return page
+
+
+async def legal(request: Request) -> Response:
+    """GET /games/{id}/legal?token=...&skill=N: where that token may go on this game's layout."""
+    ctx: Context = request.app.state.ctx
+    game_id = request.path_params["game_id"]
+    raw_token = request.query_params.get("token")
+    if raw_token is None:
+        return error(400, "bad_request", 'token is required: a JSON token such as {"kind": "repair", ...}')
+    raw_skill = request.query_params.get("skill", "1")
+    if not (
+        raw_skill.isascii() and raw_skill.isdigit() and len(raw_skill) <= 2 and 1 <= int(raw_skill) <= 10
+    ):
+        return error(400, "bad_request", "skill must be an integer from 1 to 10")
+    skill = int(raw_skill)
+    try:
+        token = _decode_token(raw_token)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        return error(400, "bad_request", f"bad token: {exc}")
+    try:
+        game = await ctx.service.live(game_id)
+        if game is None or game.board.game.layout is None:
+            return error(404, "unknown_game", f"no game {game_id!r}")
+        if game.board.game.spectators != "public" and not await _authorised(request, ctx, game_id):
+            return error(
+                403,
+                "forbidden",
+                "this game is private: send its watch token or a seat token as a Bearer token",
+            )
+    except StoreError:
+        return error(503, "unavailable", "the event store cannot be reached; retry")
+    layout = game.board.game.layout
+    spaces = list(legal_spaces(layout, token))
+    materials: dict[str, int] = {}
+    for space_id in spaces:
+        space = layout.space(space_id)
+        needed = materials_needed(space, token, skill) if space is not None else 0
+        if needed:
+            materials[space_id] = needed
+    return json(Legal(spaces=spaces, materials=materials))
+
+
+async def _authorised(request: Request, ctx: Context, game_id: str) -> bool:
+    scheme, _, value = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not value.strip():
+        return False
+    return auth.identify(value.strip(), await ctx.service.store.credentials(game_id)) is not None
+
+
+routes: list[BaseRoute] = [
+    Route("/", _page("index.html"), methods=["GET"]),
+    Route("/games/{game_id}/watch", _page("watch.html"), methods=["GET"]),
+    Route("/games/{game_id}/replay", _page("replay.html"), methods=["GET"]),
+    Route("/games/{game_id}/play", _page("play.html"), methods=["GET"]),
+    Route("/games/{game_id}/legal", legal, methods=["GET"]),
+    Mount("/static", StaticFiles(directory=STATIC), name="static"),
+]
