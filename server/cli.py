@@ -47,6 +47,31 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.set_defaults(run=_serve)
 
+    demo = sub.add_parser(
+        "demo",
+        help="run a server with a game of three bots to watch",
+        description="Start a server in this process, create a game for three bots (Ada, Ben, Cy), print "
+        "its watch link, and let the bots play it at a human pace; then serve on until Ctrl-C.",
+    )
+    demo.add_argument("--host", help="address to listen on (default 127.0.0.1)")
+    demo.add_argument("--port", type=int, help="port to listen on (default 8000; 0 picks a free one)")
+    demo.add_argument("--redis-url", help="use this Redis instead of the embedded one")
+    demo.add_argument(
+        "--data-dir", type=Path, help="where the embedded Redis keeps its files (default ./var)"
+    )
+    demo.add_argument(
+        "--pace",
+        type=float,
+        nargs=2,
+        default=(0.5, 1.5),
+        metavar=("MIN", "MAX"),
+        help="seconds a bot waits before each placement (default 0.5 1.5)",
+    )
+    demo.add_argument("--placements", type=int, default=12, help="placements per bot (default 12)")
+    demo.add_argument("--seed", type=int, help="seed the bots' choices, for a repeatable game")
+    demo.add_argument("--exit-when-done", action="store_true", help="stop once the game has ended")
+    demo.set_defaults(run=_demo)
+
     new = sub.add_parser(
         "new-game",
         help="create a game on a running server",
@@ -142,6 +167,38 @@ def _serve(args: argparse.Namespace) -> int:
 
     asyncio.run(run())
     return 0 if server.started else 1
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from server import logs
+    from server.config import from_env
+    from server.demo import DemoOptions, run_demo
+
+    try:
+        settings = from_env(
+            host=args.host,
+            port=args.port,
+            redis_url=args.redis_url,
+            data_dir=args.data_dir and str(args.data_dir),
+        )
+    except ValueError as exc:
+        print(f"orchestra: {exc}", file=sys.stderr)
+        return 2
+    if args.placements < 1 or args.pace[0] < 0 or args.pace[1] < args.pace[0]:
+        print("orchestra: --placements must be >= 1 and --pace MIN MAX with 0 <= MIN <= MAX", file=sys.stderr)
+        return 2
+    logs.setup(settings.log_level)
+    options = DemoOptions(
+        pace=(args.pace[0], args.pace[1]),
+        placements=args.placements,
+        seed=args.seed,
+        exit_when_done=args.exit_when_done,
+    )
+    try:
+        asyncio.run(run_demo(settings, options))
+    except KeyboardInterrupt:
+        return 0
+    return 0
 
 
 def _request(method: str, url: str, body: Any = None, token: str | None = None) -> tuple[int, bytes]:

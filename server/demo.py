@@ -1,0 +1,107 @@
+"""`orchestra demo`: a server in this process, a game of three bots (Ada, Ben, Cy), and its watch link.
+
+The bots play random legal placements at a human pace over the real protocol (client.bots); the server
+keeps serving after the game ends, so the game can be replayed, until Ctrl-C (or at once with
+`exit_when_done`, for tests).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import uvicorn
+
+from client import create_game
+from client.bots import BotResult, play_bot
+from server.app import create_app
+from server.config import Settings
+
+PLAYERS = ["Ada", "Ben", "Cy"]
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    """How the demo runs: bot pace (seconds between placements), placements per bot, random seed."""
+
+    pace: tuple[float, float] = (0.5, 1.5)
+    placements: int = 12
+    seed: int | None = None
+    exit_when_done: bool = False
+
+
+async def run_demo(settings: Settings, options: DemoOptions) -> list[BotResult]:
+    """Serve, create the bots' game, print its links, let the bots play it, then serve on until stopped."""
+    config = uvicorn.Config(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        ws="websockets-sansio",
+        ws_max_size=max(4 * settings.max_frame_bytes, 64 * 1024),
+        lifespan="on",
+        log_config=None,
+        timeout_graceful_shutdown=2,
+    )
+    server = uvicorn.Server(config)
+    serving = asyncio.create_task(server.serve())
+    results: list[BotResult] = []
+    try:
+        base = await _started(server, serving)
+        if base is None:
+            return results
+        created = await create_game(base, PLAYERS)
+        game_id = created["game_id"]
+        print(f"Orchestra demo running at {base}/", flush=True)
+        print(f"  watch:  {base}/games/{game_id}/watch", flush=True)
+        print(f"  replay: {base}/games/{game_id}/replay", flush=True)
+        seed = options.seed
+        bots = [
+            play_bot(
+                base,
+                game_id,
+                seat["token"],
+                pace=options.pace,
+                rng_seed=None if seed is None else seed + index,
+                max_placements=options.placements,
+            )
+            for index, seat in enumerate(created["seats"])
+        ]
+        playing = asyncio.ensure_future(asyncio.gather(*bots))
+        either: list[asyncio.Future[Any]] = [playing, serving]
+        await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        if not playing.done():  # the server was stopped (Ctrl-C) before the game ended
+            playing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await playing
+            return results
+        results = list(playing.result())
+        placed = sum(result.placed for result in results)
+        print(f"The game is over after {placed} placements: {base}/games/{game_id}/replay", flush=True)
+        if options.exit_when_done:
+            server.should_exit = True
+        else:
+            print("Still serving; press Ctrl-C to stop.", flush=True)
+        await serving
+    finally:
+        server.should_exit = True
+        with contextlib.suppress(asyncio.CancelledError):
+            await serving
+    return results
+
+
+async def _started(server: uvicorn.Server, serving: asyncio.Task[None]) -> str | None:
+    """The server's base URL once it listens; None if it stopped first."""
+    while not server.started:
+        if serving.done():
+            return None
+        await asyncio.sleep(0.05)
+    for listener in server.servers:
+        for sock in listener.sockets:
+            host, port = sock.getsockname()[:2]
+            shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+            return f"http://{shown}:{port}"
+    return None  # pragma: no cover - a started server always listens
