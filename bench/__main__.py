@@ -1,0 +1,54 @@
+"""`python -m bench <name>`: the load generator and the benchmarks of docs/performance.md.
+
+    python -m bench load --start ours --games 20 --players 3 --spectators 5 --duration 10
+    python -m bench throughput [--quick]      ours vs the minimal pipeline, closed loop
+    python -m bench latency [--quick]         open loop at half the minimal pipeline's max rate
+    python -m bench fanout [--quick]          one event to 1,000 spectators vs websockets broadcast()
+    python -m bench replay [--quick]          folding stored games vs decoding them; rebuilding from Redis
+    python -m bench memory [--quick]          per idle spectator, per active game, steady load
+    python -m bench scaling [--quick]         1..1,000 games; decide time in a long game
+    python -m bench store [--quick]           our Redis store vs eventsourcing's POPO and SQLite recorders
+
+Each benchmark writes bench/results/<name>.json with its raw numbers and ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+BENCHMARKS = {
+    "throughput": "bench.throughput",
+    "latency": "bench.latency",
+    "fanout": "bench.fanout",
+    "replay": "bench.replay",
+    "memory": "bench.memory",
+    "scaling": "bench.scaling",
+    "store": "bench.peer",
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="name", required=True)
+    from bench import load
+
+    load.add_arguments(sub.add_parser("load", help="the load generator"))
+    modules = {}
+    for name, module_name in BENCHMARKS.items():
+        module = importlib.import_module(module_name)
+        modules[name] = module
+        module.add_arguments(sub.add_parser(name, help=(module.__doc__ or "").splitlines()[0]))
+    args = parser.parse_args(argv)
+    if args.name == "load":
+        return load.main(args, argv)
+    result: int = modules[args.name].main(args, argv)
+    return result
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

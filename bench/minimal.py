@@ -1,0 +1,251 @@
+"""The limit of the stack: a minimal game server on the same stack as ours, speaking the same frames.
+
+Starlette on uvicorn (ws="websockets-sansio"), msgspec, redis-py asyncio with hiredis, the same Redis.
+Per command: one msgspec decode, one Lua conditional append (the very APPEND script of
+server/redis_scripts.py: command-id check, expected-version check, XADD), one `accepted` answer to the
+sender, one `events` frame (encoded once) to every client of the game. No rules, no projections, no
+views, no auth, no logging, no batching: whatever our server costs beyond this is its own.
+
+    python -m bench.minimal serve --port 0 --redis-url redis://127.0.0.1:PORT
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import itertools
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import msgspec
+import uvicorn
+from redis.asyncio import Redis
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from server.redis_scripts import APPEND, commands_key, events_key
+
+
+class Hello(msgspec.Struct):
+    type: str
+    token: str | None = None
+    since: int | None = None
+    view: bool = True
+
+
+class Place(msgspec.Struct):
+    type: str
+    id: str
+    token: msgspec.Raw
+    space: str
+
+
+class Event(msgspec.Struct):
+    type: str
+    seat: int
+    space: str
+    token: msgspec.Raw
+
+
+class Envelope(msgspec.Struct):
+    game_id: str
+    version: int
+    at: float
+    command_id: str | None
+    seat: int | None
+    event: Event | None
+
+
+class Accepted(msgspec.Struct, tag_field="type", tag="accepted"):
+    id: str
+    version: int
+    events: list[msgspec.Raw]
+
+
+class Events(msgspec.Struct, tag_field="type", tag="events"):
+    envelopes: list[msgspec.Raw]
+
+
+class Welcome(msgspec.Struct, tag_field="type", tag="welcome"):
+    role: str
+    seat: int | None
+    version: int
+    view: dict[str, Any]
+
+
+class Rejected(msgspec.Struct, tag_field="type", tag="rejected"):
+    id: str | None
+    code: str
+    message: str
+    version: int
+
+
+encode = msgspec.json.Encoder().encode
+decode_hello = msgspec.json.Decoder(Hello).decode
+decode_place = msgspec.json.Decoder(Place).decode
+decode_body = msgspec.json.Decoder(dict[str, Any]).decode
+
+
+class Game:
+    """One game: its version, a lock serialising its appends, and its connected clients."""
+
+    __slots__ = ("version", "lock", "clients")
+
+    def __init__(self, version: int) -> None:
+        self.version = version
+        self.lock = asyncio.Lock()
+        self.clients: list[WebSocket] = []
+
+
+class State:
+    def __init__(self, redis_url: str) -> None:
+        self.redis = Redis.from_url(redis_url)
+        self.append = self.redis.register_script(APPEND)
+        self.games: dict[str, Game] = {}
+
+
+def create_app(redis_url: str) -> Starlette:
+    state = State(redis_url)
+    counter = itertools.count(1)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await state.redis.aclose()
+
+    async def create_game(request: Request) -> Response:
+        body = decode_body(await request.body())
+        players = list(body.get("players", []))
+        game_id = f"m-{uuid.uuid4().hex[:12]}-{next(counter)}"
+        first = Envelope(game_id, 1, time.time(), "create", None, None)
+        await state.redis.xadd(events_key(game_id), {"e": encode(first)}, id="0-1")
+        state.games[game_id] = Game(1)
+        seats = [{"seat": i, "name": name, "token": f"seat-{i}"} for i, name in enumerate(players)]
+        return Response(
+            encode({"game_id": game_id, "version": 1, "seats": seats}),
+            status_code=201,
+            media_type="application/json",
+        )
+
+    async def socket(websocket: WebSocket) -> None:
+        game_id: str = websocket.path_params["game_id"]
+        await websocket.accept()
+        hello = decode_hello(await websocket.receive_text())
+        game = state.games.get(game_id)
+        if game is None:
+            await websocket.close(1008)
+            return
+        seat = int(hello.token.split("-", 1)[1]) if hello.token else None
+        role = "player" if seat is not None else "spectator"
+        await websocket.send_text(encode(Welcome(role, seat, game.version, {})).decode())
+        game.clients.append(websocket)
+        try:
+            while True:
+                text = await websocket.receive_text()
+                await command(game_id, game, websocket, seat, text)
+        except (WebSocketDisconnect, RuntimeError):
+            pass
+        finally:
+            game.clients.remove(websocket)
+
+    async def command(game_id: str, game: Game, websocket: WebSocket, seat: int | None, text: str) -> None:
+        frame = decode_place(text)
+        if seat is None:
+            rejected = Rejected(frame.id, "forbidden", "spectators cannot send commands", game.version)
+            await websocket.send_text(encode(rejected).decode())
+            return
+        async with game.lock:
+            expected = game.version
+            data = encode(
+                Envelope(
+                    game_id,
+                    expected + 1,
+                    time.time(),
+                    frame.id,
+                    seat,
+                    Event("ChairClaimed", seat, frame.space, frame.token),
+                )
+            )
+            first, last, _ = await state.append(
+                keys=[events_key(game_id), commands_key(game_id)], args=[expected, f"{seat}:{frame.id}", data]
+            )
+            game.version = int(last)
+        raw = [msgspec.Raw(data)]
+        await websocket.send_text(encode(Accepted(frame.id, int(last), raw)).decode())
+        shared = encode(Events(raw)).decode()
+        for client in list(game.clients):
+            with contextlib.suppress(Exception):
+                await client.send_text(shared)
+
+    return Starlette(
+        routes=[
+            Route("/games", create_game, methods=["POST"]),
+            WebSocketRoute("/games/{game_id}/ws", socket),
+        ],
+        lifespan=lifespan,
+    )
+
+
+def serve(port: int, redis_url: str, host: str = "127.0.0.1", loop: str = "asyncio") -> None:
+    """Serve until SIGTERM; `loop` "asyncio" (as `orchestra serve` runs) or "uvloop"."""
+    config = uvicorn.Config(
+        create_app(redis_url),
+        host=host,
+        port=port,
+        ws="websockets-sansio",
+        ws_max_size=64 * 1024,
+        lifespan="on",
+        log_config=None,
+        log_level="warning",
+        timeout_graceful_shutdown=5,
+    )
+    server = uvicorn.Server(config)
+
+    async def announce() -> None:
+        while not server.started:
+            if server.should_exit:
+                return
+            await asyncio.sleep(0.05)
+        for listener in server.servers:
+            for sock in listener.sockets:
+                shown, bound = sock.getsockname()[:2]
+                print(f"Minimal server running at http://{shown}:{bound}/", flush=True)
+                return
+
+    async def run() -> None:
+        watcher = asyncio.create_task(announce())
+        try:
+            await server.serve()
+        finally:
+            watcher.cancel()
+
+    if loop == "uvloop":
+        import uvloop
+
+        uvloop.run(run())
+    else:
+        asyncio.run(run())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.minimal", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("serve", help="run the minimal server")
+    run.add_argument("--port", type=int, default=8001)
+    run.add_argument("--redis-url", required=True)
+    run.add_argument("--loop", choices=["asyncio", "uvloop"], default="asyncio")
+    args = parser.parse_args(argv)
+    serve(args.port, args.redis_url, loop=args.loop)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
