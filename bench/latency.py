@@ -1,0 +1,71 @@
+"""Latency: open loop at half the minimal pipeline's max rate; p99 command-to-every-spectator, ours vs it.
+
+The minimal pipeline's max rate is measured first in the same run (closed loop, same games); both
+servers then get the same Poisson arrivals at half that rate. If ours cannot keep up with that rate, its
+latency grows without bound during the run, and the figure says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from bench.common import RedisServer, raise_nofile, ratio, say, write_result
+from bench.load import LoadConfig, brief, run_against
+
+GOAL = 1.5
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quick", action="store_true", help="CI size")
+    parser.add_argument("--games", type=int, default=20)
+    parser.add_argument("--players", type=int, default=3)
+    parser.add_argument("--spectators", type=int, default=5)
+    parser.add_argument("--duration", type=float, default=10.0)
+    parser.add_argument("--fraction", type=float, default=0.5, help="of the minimal pipeline's max rate")
+
+
+def main(args: argparse.Namespace, argv: list[str]) -> int:
+    raise_nofile()
+    base = LoadConfig(
+        games=args.games, players=args.players, spectators=args.spectators, duration=args.duration
+    )
+    if args.quick:
+        base.games, base.spectators, base.duration = 4, 2, 1.0
+    runs: dict[str, Any] = {}
+    with RedisServer() as redis:
+        closed = LoadConfig(**{**base.__dict__, "mode": "closed", "duration": max(1.0, base.duration / 2)})
+        runs["minimal_closed"] = run_against("minimal", redis, closed)
+        say("max rate " + brief(runs["minimal_closed"]))
+        rate = runs["minimal_closed"]["commands_per_s"] * args.fraction
+        opened = LoadConfig(**{**base.__dict__, "mode": "open", "rate": rate, "arrival": "poisson"})
+        for kind in ("minimal", "ours"):
+            runs[kind] = run_against(kind, redis, opened)
+            say(f"open loop at {rate:.0f}/s " + brief(runs[kind]))
+        durability = redis.durability
+    ours, minimal = runs["ours"]["all_spectators_ms"], runs["minimal"]["all_spectators_ms"]
+    figure = ratio(ours["p99"], minimal["p99"])
+    summary = {
+        "rate_per_s": rate,
+        "minimal_max_rate_per_s": runs["minimal_closed"]["commands_per_s"],
+        "ours_achieved_per_s": runs["ours"]["commands_per_s"],
+        "ours_p99_all_spectators_ms": ours["p99"],
+        "minimal_p99_all_spectators_ms": minimal["p99"],
+        "ours_p50_all_spectators_ms": ours["p50"],
+        "minimal_p50_all_spectators_ms": minimal["p50"],
+        "ours_p99_ack_ms": runs["ours"]["ack_ms"]["p99"],
+        "minimal_p99_ack_ms": runs["minimal"]["ack_ms"]["p99"],
+        "ratio_p99_all_spectators": figure,
+        "goal": f"ours p99 command-to-every-spectator <= {GOAL}x the minimal pipeline's",
+        "goal_met": 0 < figure <= GOAL,
+    }
+    path = write_result(
+        "latency",
+        {"quick": args.quick, "redis_durability": durability, "summary": summary, "runs": runs},
+        argv,
+    )
+    print(
+        f"latency at {rate:.0f}/s: p99 all spectators ours {ours['p99']:.2f} ms, minimal "
+        f"{minimal['p99']:.2f} ms, ratio {figure:.2f} (goal <= {GOAL}); wrote {path}"
+    )
+    return 0
