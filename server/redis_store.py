@@ -9,6 +9,7 @@ commands, and one XREAD per game (not one over many streams) works across Cluste
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, cast
@@ -77,11 +78,22 @@ def _records(entries: _Entries) -> list[Record]:
 class RedisEventStore:
     """One Redis stream per game; appends are atomic Lua compare-and-XADD scripts."""
 
-    def __init__(self, client: Client, tail_client: Client, *, block_ms: int = BLOCK_MS) -> None:
-        """Use `client` for commands and `tail_client` (its own pool) for blocking reads."""
+    def __init__(
+        self,
+        client: Client,
+        tail_client: Client,
+        *,
+        block_ms: int = BLOCK_MS,
+        timeout: float = COMMAND_TIMEOUT,
+    ) -> None:
+        """Use `client` for commands and `tail_client` (its own pool) for blocking reads.
+
+        A blocking read that gets no answer within `block_ms` plus `timeout` counts as unavailable.
+        """
         self._client = client
         self._tail_client = tail_client
         self._block_ms = block_ms
+        self._tail_deadline = block_ms / 1000 + timeout
         # redis-py's Script: EVALSHA, and SCRIPT LOAD (on every primary in Cluster) then retry on NOSCRIPT.
         self._append = client.register_script(APPEND)
         self._create = client.register_script(CREATE)
@@ -101,10 +113,14 @@ class RedisEventStore:
         """
         if cluster is None:
             cluster = await _is_cluster(url, timeout)
+        # The tail client has no socket timeout of its own: redis-py then writes without
+        # asyncio.wait_for, which on Python 3.11 can swallow a cancellation (cpython gh-86296) and
+        # hold a cancelled tail for a whole BLOCK. `tail` bounds each read with asyncio.timeout instead.
         return cls(
-            _connect(url, cluster, timeout, max_connections=None),
-            _connect(url, cluster, block_ms / 1000 + timeout, max_connections=TAIL_CONNECTIONS),
+            _connect(url, cluster, timeout, timeout, max_connections=None),
+            _connect(url, cluster, None, timeout, max_connections=TAIL_CONNECTIONS),
             block_ms=block_ms,
+            timeout=timeout,
         )
 
     @property
@@ -183,9 +199,10 @@ class RedisEventStore:
         while True:
             # Always from the last delivered id, never `$`: `$` would skip what arrived in between.
             with _boundary(game_id):
-                reply = await self._tail_client.xread(
-                    {key: f"0-{after}"}, count=READ_CHUNK, block=self._block_ms
-                )
+                async with asyncio.timeout(self._tail_deadline):
+                    reply = await self._tail_client.xread(
+                        {key: f"0-{after}"}, count=READ_CHUNK, block=self._block_ms
+                    )
             if not reply:
                 continue
             batch = _records(_entries_of(reply))
@@ -232,12 +249,14 @@ def _entries_of(reply: Any) -> _Entries:
     return cast(_Entries, reply[0][1])
 
 
-def _connect(url: str, cluster: bool, timeout: float, max_connections: int | None) -> Client:
+def _connect(
+    url: str, cluster: bool, timeout: float | None, connect_timeout: float, max_connections: int | None
+) -> Client:
     # One quick retry covers a pooled connection that a Redis restart closed; more would turn an
     # outage into a hang instead of a prompt StoreUnavailable.
     options: dict[str, Any] = {
         "socket_timeout": timeout,
-        "socket_connect_timeout": min(timeout, COMMAND_TIMEOUT),
+        "socket_connect_timeout": connect_timeout,
         "retry": Retry(ExponentialBackoff(cap=0.1, base=0.01), 1),
     }
     if cluster:
@@ -250,7 +269,7 @@ def _connect(url: str, cluster: bool, timeout: float, max_connections: int | Non
 async def _is_cluster(url: str, timeout: float) -> bool:
     if url.startswith("unix://"):
         return False
-    probe = _connect(url, False, timeout, max_connections=1)
+    probe = _connect(url, False, timeout, timeout, max_connections=1)
     try:
         with _boundary():
             info = await probe.info("cluster")

@@ -1,0 +1,100 @@
+"""Helpers for the store tests: redis-server processes on free ports, deadlines, fresh game ids."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Awaitable
+from pathlib import Path
+from typing import TypeVar
+
+import redis
+
+from server.embedded_redis import find_redis_server
+
+T = TypeVar("T")
+
+
+def free_port(cluster: bool = False) -> int:
+    """A loopback port nobody listens on now (for a cluster node, its bus port +10000 as well)."""
+    while True:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = int(probe.getsockname()[1])
+        if not cluster:
+            return port
+        if port + 10000 < 65536 and _bindable(port + 10000):
+            return port
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+class RedisProcess:
+    """One redis-server child on a loopback port, in its own directory; restartable on the same port."""
+
+    def __init__(self, directory: Path, *extra: str) -> None:
+        self.directory, self.extra = directory, extra
+        self.port = free_port(cluster="--cluster-enabled" in extra)
+        self.url = f"redis://127.0.0.1:{self.port}"
+        self.process: subprocess.Popen[bytes] | None = None
+        directory.mkdir(parents=True, exist_ok=True)
+
+    def start(self) -> RedisProcess:
+        args = [
+            find_redis_server(),
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(self.directory),
+        ]
+        args += ["--save", "", "--appendonly", "no", "--logfile", "redis.log", *self.extra]
+        self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        wait_for_ping(self.port, self.process)
+        return self
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+            self.process = None
+
+
+def wait_for_ping(port: int, process: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
+    """Block until the redis-server on `port` answers PING."""
+    deadline = time.monotonic() + timeout
+    with redis.Redis(port=port, socket_timeout=1, socket_connect_timeout=1) as client:
+        while True:
+            assert process.poll() is None, f"redis-server on {port} exited with {process.returncode}"
+            try:
+                if client.ping():
+                    return
+            except redis.RedisError:
+                pass
+            assert time.monotonic() < deadline, f"redis-server on {port} did not answer"
+            time.sleep(0.02)
+
+
+async def bounded(awaitable: Awaitable[T], timeout: float = 5.0) -> T:
+    """Every await in these tests has a deadline, so a bug fails fast instead of hanging the run."""
+    return await asyncio.wait_for(awaitable, timeout)
+
+
+def new_id() -> str:
+    """A game id no other test uses."""
+    return f"t-{uuid.uuid4().hex[:12]}"
