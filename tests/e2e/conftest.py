@@ -23,18 +23,18 @@ from store_helpers import RedisProcess  # noqa: E402
 class ServerProcess:
     """`orchestra serve` in a child process; its JSON log lines are kept in a file."""
 
-    def __init__(self, redis_url: str | None, directory: Path, **settings: object) -> None:
+    def __init__(self, redis_url: str | None, directory: Path, port: int = 0, **settings: object) -> None:
         self.directory = directory
         self.log_path = directory / "server.log"
         env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRA_")}
         env.update({f"ORCHESTRA_{k.upper()}": str(v) for k, v in settings.items()})
         if redis_url is not None:
             env["ORCHESTRA_REDIS_URL"] = redis_url
-        env["ORCHESTRA_DATA_DIR"] = str(directory / "var")
+        env.setdefault("ORCHESTRA_DATA_DIR", str(directory / "var"))
         directory.mkdir(parents=True, exist_ok=True)
         self._log = self.log_path.open("wb")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "server.cli", "serve", "--port", "0"],
+            [sys.executable, "-m", "server.cli", "serve", "--port", str(port)],
             cwd=ROOT,
             env=env,
             stdout=subprocess.PIPE,
@@ -103,8 +103,8 @@ def start_server(e2e_redis: str, tmp_path: Path) -> Iterator[Callable[..., Serve
     """Start `orchestra serve` processes (settings as keyword arguments); all are stopped afterwards."""
     started: list[ServerProcess] = []
 
-    def start(redis_url: str | None = e2e_redis, **settings: object) -> ServerProcess:
-        server = ServerProcess(redis_url, tmp_path / f"node{len(started)}", **settings)
+    def start(redis_url: str | None = e2e_redis, port: int = 0, **settings: object) -> ServerProcess:
+        server = ServerProcess(redis_url, tmp_path / f"node{len(started)}", port, **settings)
         started.append(server)
         return server
 

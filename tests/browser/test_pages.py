@@ -1,0 +1,250 @@
+"""The pages in headless Chromium, against real server processes: watch, replay, play, and hostile names."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+from browser_support import (
+    LOG_JS,
+    chairs_in,
+    check_legal_history,
+    new_game,
+    play_bots,
+    screenshot,
+    wait_for_chairs,
+    words_expected,
+)
+from e2e_fixtures import ServerProcess
+
+import domain
+from client import GameClient, get_events, get_view
+
+pytestmark = [pytest.mark.browser, pytest.mark.e2e]
+
+# Counts, in the page, the elements that flashed (the animation of a change that just arrived).
+COUNT_FLASHES_JS = """() => {
+  window.flashes = 0;
+  new MutationObserver((changes) => {
+    for (const change of changes) if (change.target.classList?.contains('flash')) window.flashes += 1;
+  }).observe(document.body, {subtree: true, attributes: true, attributeFilter: ['class']});
+}"""
+
+
+async def log_of(page: Any) -> list[dict[str, Any]]:
+    entries: list[dict[str, Any]] = await page.evaluate(LOG_JS)
+    return entries
+
+
+async def wait_for_log(page: Any, versions: int, timeout: float = 15.0) -> list[dict[str, Any]]:
+    """Wait until the log holds `versions` lines; return them, oldest first."""
+    await page.wait_for_function(
+        "(n) => document.querySelectorAll('#log li').length >= n", arg=versions, timeout=timeout * 1000
+    )
+    return sorted(await log_of(page), key=lambda entry: entry["version"])
+
+
+def check_log(entries: list[dict[str, Any]], envelopes: list[dict[str, Any]], players: list[str]) -> None:
+    """One line per envelope, no duplicate, each in words naming who did what and what they gained."""
+    assert [entry["version"] for entry in entries] == [env["version"] for env in envelopes]
+    for entry, envelope in zip(entries, envelopes, strict=True):
+        for phrase in words_expected(envelope, players):
+            assert phrase in entry["text"], (phrase, entry, envelope["event"])
+
+
+async def test_the_watch_page_draws_a_game_bots_play_as_its_events_arrive(
+    server: ServerProcess, page: Any
+) -> None:
+    game_id, tokens = await new_game(server.url)
+    await page.goto(f"{server.url}/games/{game_id}/watch")
+    await page.wait_for_selector('#status[data-status="live"]')
+    await wait_for_log(page, 1)
+    assert await page.locator("#board [data-space]").count() == 14
+    assert await page.locator("#board [data-chair-seat], #board [data-chair-seats]").count() == 0
+    await page.evaluate(COUNT_FLASHES_JS)
+
+    bots = asyncio.ensure_future(play_bots(server.url, game_id, tokens, pace=(0.05, 0.15), placements=6))
+    # While the bots play, the board follows: some chair is shown before the game is over.
+    await page.wait_for_selector("#board [data-chair-seat], #board [data-chair-seats]", timeout=10_000)
+    assert not bots.done()
+    middle = await get_view(server.url, game_id)
+    results = await bots
+    assert results[0].ended_game
+    assert middle["version"] < (await get_view(server.url, game_id))["version"]
+
+    envelopes = await get_events(server.url, game_id)
+    assert envelopes[-1]["event"]["type"] == "GameEnded"
+    entries = await wait_for_log(page, len(envelopes))
+    check_log(entries, envelopes, ["Ada", "Ben", "Cy"])
+    final = await get_view(server.url, game_id)
+    await wait_for_chairs(page, final)
+    assert await page.locator("#board").get_attribute("data-version") == str(final["version"])
+    assert await page.evaluate("window.flashes") > 0, "changes are animated"
+    scores = await page.locator("#scores tbody tr").all_inner_texts()
+    for score, row in zip(final["scores"], scores, strict=True):
+        assert str(score["prestige"]) in row
+    check_legal_history(envelopes)
+    await screenshot(page, "watch")
+
+
+async def test_the_replay_page_shows_the_view_at_the_version_it_is_moved_to(
+    server: ServerProcess, page: Any
+) -> None:
+    game_id, tokens = await new_game(server.url)
+    await play_bots(server.url, game_id, tokens, placements=5, seed=11)
+    envelopes = await get_events(server.url, game_id)
+    last = envelopes[-1]["version"]
+    views = {v: await get_view(server.url, game_id, at=v) for v in range(1, last + 1)}
+    replay = f"{server.url}/games/{game_id}/replay"
+
+    async def shows(version: int) -> None:
+        await page.wait_for_selector(f'#board[data-version="{version}"]')
+        await wait_for_chairs(page, views[version])
+        assert f"at={version}" in page.url
+        assert await page.locator("#slider").input_value() == str(version)
+        visible = await page.locator("#log li:not(.future)").count()
+        assert visible == version
+
+    await page.goto(f"{replay}?at=4")
+    await shows(4)
+    assert chairs_in(views[4]) != chairs_in(views[last])
+    await page.click("#next")
+    await shows(5)
+    await page.click("#prev")
+    await page.click("#prev")
+    await shows(3)
+    await page.keyboard.press("ArrowRight")
+    await shows(4)
+    await page.keyboard.press("ArrowLeft")
+    await page.keyboard.press("ArrowLeft")
+    await shows(2)
+    await page.keyboard.press("End")
+    await shows(last)
+    await page.keyboard.press("Home")
+    await shows(1)
+    await page.locator("#slider").fill(str(last - 2))
+    await shows(last - 2)
+    await page.click("#last")
+    await shows(last)
+    await page.click("#first")
+    await shows(1)
+    # A shared link opens at its moment; its log shows the events up to it, in words.
+    middle = last // 2
+    await page.goto(f"{replay}?at={middle}")
+    await shows(middle)
+    entries = sorted(await log_of(page), key=lambda entry: entry["version"])
+    check_log(entries, envelopes, ["Ada", "Ben", "Cy"])
+    await screenshot(page, "replay")
+
+
+async def test_the_watch_page_recovers_from_a_server_restart_without_duplicate_lines(
+    start_server: Callable[..., ServerProcess], page: Any
+) -> None:
+    first = start_server()
+    port = urlsplit(first.url).port
+    game_id, tokens = await new_game(first.url)
+    await play_bots(first.url, game_id, tokens[1:], placements=3, seed=5)
+    await page.goto(f"{first.url}/games/{game_id}/watch")
+    before = len(await get_events(first.url, game_id))
+    await wait_for_log(page, before)
+    await page.evaluate("window.notReloaded = true")
+
+    first.terminate()
+    await page.wait_for_selector('#status[data-status="reconnecting"]', timeout=10_000)
+    second = start_server(port=port)
+    assert second.url == first.url
+    await page.wait_for_selector('#status[data-status="live"]', timeout=15_000)
+    results = await play_bots(second.url, game_id, tokens, placements=3, seed=9)
+    assert results[0].ended_game
+
+    envelopes = await get_events(second.url, game_id)
+    assert len(envelopes) > before
+    entries = await wait_for_log(page, len(envelopes))
+    await asyncio.sleep(0.5)  # nothing more may arrive: a duplicate would show up as an extra line
+    entries = sorted(await log_of(page), key=lambda entry: entry["version"])
+    check_log(entries, envelopes, ["Ada", "Ben", "Cy"])
+    await wait_for_chairs(page, await get_view(second.url, game_id))
+    assert await page.evaluate("window.notReloaded") is True
+
+
+async def test_player_names_are_shown_as_text_and_never_run(server: ServerProcess, page: Any) -> None:
+    hostile = ["<script>window.pwned=1</script>", '<img src=x onerror="window.pwned=2">', "Cy"]
+    game_id, tokens = await new_game(server.url, hostile)
+    for token in tokens:
+        async with await GameClient.connect(server.url, game_id, token) as player:
+            answer = await player.place({"kind": "performance", "era": "classical"}, "viola")
+            assert answer["type"] == "accepted", answer
+    async with await GameClient.connect(server.url, game_id, tokens[0]) as player:
+        assert (await player.end_game())["type"] == "accepted"
+
+    for path in ("/", f"/games/{game_id}/watch", f"/games/{game_id}/replay"):
+        await page.goto(server.url + path)
+        text_of = "#games" if path == "/" else "#log"
+        await page.wait_for_function(
+            "([where, name]) => document.querySelector(where)?.textContent.includes(name)",
+            arg=[text_of, hostile[1]],
+        )
+        shown = await page.locator("body").inner_text()
+        assert hostile[0] in shown and hostile[1] in shown, path
+        assert await page.evaluate("typeof window.pwned") == "undefined", path
+        assert await page.locator("main img, main script").count() == 0, path
+
+
+async def test_a_private_game_is_watched_with_the_token_in_the_fragment(
+    server: ServerProcess, page: Any
+) -> None:
+    async with httpx.AsyncClient(base_url=server.url) as http:
+        created = (await http.post("/games", json={"players": ["Ada"], "spectators": "token"})).json()
+    game_id, watch = created["game_id"], created["watch_token"]
+    await page.goto(f"{server.url}/games/{game_id}/watch")
+    await page.wait_for_selector('#status[data-status="refused"]')
+    await page.goto("about:blank")  # a change of fragment alone would not load the page again
+    await page.goto(f"{server.url}/games/{game_id}/watch#token={watch}")
+    await page.wait_for_selector('#status[data-status="live"]')
+    await wait_for_log(page, 1)
+    await page.goto(f"{server.url}/games/{game_id}/replay#token={watch}")
+    await page.wait_for_selector('#board[data-version="1"]')
+    assert watch not in server.logs()
+
+
+async def test_the_play_page_places_only_where_the_server_says(server: ServerProcess, page: Any) -> None:
+    game_id, tokens = await new_game(server.url, ["Ada", "Ben"])
+    await page.goto(f"{server.url}/games/{game_id}/play#token={tokens[0]}")
+    await page.wait_for_selector('#status[data-status="live"]')
+    await page.select_option("#kind", "repair")
+    await page.select_option("#which", "winds")
+    await page.wait_for_function(
+        "() => document.querySelector('[data-space=\"oboe\"]').dataset.legal === 'true' "
+        "&& document.querySelector('[data-space=\"viola\"]').dataset.legal === 'false'"
+    )
+    legal = await page.evaluate(
+        "() => [...document.querySelectorAll('[data-legal=\"true\"]')].map((e) => e.dataset.space)"
+    )
+    token = domain.RepairToken(family="winds")
+    assert legal == list(domain.legal_spaces(domain.STANDARD, token))
+
+    await page.click('[data-space="viola"]')
+    await page.wait_for_function("() => document.querySelector('#message').textContent.includes('cannot')")
+    await page.click('[data-space="clarinet"]')
+    await page.wait_for_selector('[data-space="clarinet"][data-chair-seat="0"]')
+    view = await get_view(server.url, game_id)
+    assert view["version"] == 2 and view["spaces"]["clarinet"]["chair"]["seat"] == 0
+    assert view["spaces"]["viola"]["chair"] is None
+
+    await page.select_option("#kind", "instrument")
+    await page.select_option("#which", "rare_strings")
+    await page.fill("#skill", "7")
+    await page.dispatch_event("#skill", "change")
+    await page.wait_for_selector("#material2:visible")
+    await page.select_option("#material1", "metal")
+    await page.select_option("#material2", "animal")
+    await page.click('[data-space="rare_strings"]')
+    await page.wait_for_selector('[data-space="rare_strings"][data-chair-seats="0"]')
+    events = await get_events(server.url, game_id, after=2)
+    assert events[0]["event"]["bonus"] == {"money": 2, "inspiration": 2, "metal": 1, "animal": 1}
+    await page.click("#end-game")
+    await page.wait_for_function("() => document.body.classList.contains('ended')")
