@@ -1,0 +1,67 @@
+"""The Redis adapter on a real 3-master Redis Cluster (the contract suite runs there too, as `cluster`)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+import redis.asyncio
+from redis.crc import key_slot
+from store_helpers import bounded, new_id
+
+from server.redis_scripts import auth_key, commands_key, events_key
+from server.redis_store import RedisEventStore
+from server.store import Appended, ConcurrencyConflict
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+async def cluster_store(cluster_url: str) -> AsyncIterator[RedisEventStore]:
+    store = await bounded(RedisEventStore.from_url(cluster_url))
+    try:
+        yield store
+    finally:
+        await bounded(store.close())
+
+
+async def test_from_url_detects_cluster_mode(cluster_store: RedisEventStore) -> None:
+    assert isinstance(cluster_store.client, redis.asyncio.RedisCluster)
+
+
+def test_a_games_keys_share_one_slot() -> None:
+    for game_id in (new_id() for _ in range(50)):
+        slots = {key_slot(key(game_id).encode()) for key in (events_key, auth_key, commands_key)}
+        assert len(slots) == 1
+
+
+async def test_games_spread_over_several_nodes_and_each_lives_on_its_own_node(
+    cluster_store: RedisEventStore,
+) -> None:
+    client = cluster_store.client
+    assert isinstance(client, redis.asyncio.RedisCluster)
+    owners = set()
+    for game_id in (new_id() for _ in range(30)):
+        await bounded(cluster_store.create(game_id, b"1", {"seat:0": "h"}))
+        node = client.get_node_from_key(events_key(game_id))
+        owners.add(node.name)
+        direct = redis.asyncio.Redis(host=node.host, port=node.port)
+        try:
+            assert await bounded(direct.exists(events_key(game_id), auth_key(game_id))) == 2
+        finally:
+            await direct.aclose()
+    assert len(owners) == 3
+
+
+async def test_the_lua_append_is_atomic_and_idempotent_in_cluster_mode(
+    cluster_store: RedisEventStore,
+) -> None:
+    game_id = new_id()
+    await bounded(cluster_store.create(game_id, b"1", {}))
+    assert await bounded(cluster_store.append(game_id, 1, [b"2", b"3"], "k")) == Appended(2, 3)
+    assert await bounded(cluster_store.append(game_id, 1, [b"2", b"3"], "k")) == Appended(
+        2, 3, duplicate=True
+    )
+    with pytest.raises(ConcurrencyConflict):
+        await bounded(cluster_store.append(game_id, 1, [b"x"], "other"))
+    assert [r.version for r in await bounded(cluster_store.read(game_id))] == [1, 2, 3]

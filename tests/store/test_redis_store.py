@@ -1,0 +1,183 @@
+"""What only the Redis adapter promises: its key layout, and driver errors translated at the boundary."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import redis.asyncio
+from store_helpers import RedisProcess, bounded, free_port, new_id
+
+from server.envelope import Record
+from server.redis_store import RedisEventStore
+from server.store import StoreError, StoreUnavailable
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+async def redis_store(redis_url: str) -> AsyncIterator[RedisEventStore]:
+    store = await bounded(RedisEventStore.from_url(redis_url))
+    try:
+        yield store
+    finally:
+        await bounded(store.close())
+
+
+@contextlib.asynccontextmanager
+async def opened(url: str, timeout: float = 2.0, block_ms: int = 5_000) -> AsyncIterator[RedisEventStore]:
+    store = await bounded(RedisEventStore.from_url(url, cluster=False, timeout=timeout, block_ms=block_ms))
+    try:
+        yield store
+    finally:
+        await bounded(store.close())
+
+
+async def test_a_game_lives_under_its_hash_tagged_keys_with_ids_0_version(
+    redis_store: RedisEventStore,
+) -> None:
+    game_id = new_id()
+    await bounded(redis_store.create(game_id, b"first", {"seat:0": "h0"}))
+    await bounded(redis_store.append(game_id, 1, [b"second", b"third"], "cmd-1"))
+    raw = redis_store.client
+    entries = await bounded(raw.xrange(f"orchestra:{{{game_id}}}:events"))
+    assert entries == [(b"0-1", {b"e": b"first"}), (b"0-2", {b"e": b"second"}), (b"0-3", {b"e": b"third"})]
+    assert await bounded(raw.hgetall(f"orchestra:{{{game_id}}}:auth")) == {b"seat:0": b"h0"}
+    assert await bounded(raw.hgetall(f"orchestra:{{{game_id}}}:commands")) == {b"cmd-1": b"2 3"}
+    assert await bounded(raw.zscore("orchestra:games", game_id)) is not None
+
+
+async def test_the_version_comes_from_the_top_entry_id_never_from_xlen(redis_store: RedisEventStore) -> None:
+    game_id = new_id()
+    await bounded(redis_store.create(game_id, b"1", {}))
+    await bounded(redis_store.append(game_id, 1, [b"2", b"3"], "c"))
+    await bounded(redis_store.client.xdel(f"orchestra:{{{game_id}}}:events", "0-2"))
+    assert await bounded(redis_store.version(game_id)) == 3
+    assert (await bounded(redis_store.append(game_id, 3, [b"4"], "d"))).last == 4
+
+
+async def test_envelopes_are_stored_as_exact_bytes(redis_store: RedisEventStore) -> None:
+    game_id, odd = new_id(), bytes(range(256))
+    await bounded(redis_store.create(game_id, odd, {}))
+    await bounded(redis_store.append(game_id, 1, [odd[::-1]], "c"))
+    assert await bounded(redis_store.read(game_id)) == [Record(1, odd), Record(2, odd[::-1])]
+
+
+async def test_a_driver_error_other_than_a_conflict_is_a_store_error(redis_store: RedisEventStore) -> None:
+    game_id = new_id()
+    await bounded(redis_store.client.set(f"orchestra:{{{game_id}}}:events", "not a stream"))
+    with pytest.raises(StoreError) as caught:
+        await bounded(redis_store.append(game_id, 1, [b"x"], "c"))
+    assert type(caught.value) is StoreError and "WRONGTYPE" in str(caught.value)
+
+
+async def test_from_url_detects_a_standalone_redis(redis_store: RedisEventStore) -> None:
+    assert type(redis_store.client) is redis.asyncio.Redis
+
+
+async def test_a_unix_socket_url_works(tmp_path: Path) -> None:
+    with tempfile.TemporaryDirectory(prefix="orc") as short:  # sun_path is ~107 bytes
+        sock = Path(short) / "r.sock"
+        server = RedisProcess(tmp_path / "unix", "--unixsocket", str(sock)).start()
+        try:
+            async with opened(f"unix://{sock}") as store:
+                game_id = new_id()
+                await bounded(store.create(game_id, b"1", {}))
+                assert await bounded(store.version(game_id)) == 1
+        finally:
+            server.stop()
+
+
+async def test_a_closed_port_gives_store_unavailable_quickly() -> None:
+    async with opened(f"redis://127.0.0.1:{free_port()}") as store:
+        started = time.monotonic()
+        for call in (store.read("g"), store.version("g"), store.games(), store.append("g", 1, [b"x"], "c")):
+            with pytest.raises(StoreUnavailable):
+                await bounded(call)
+        with pytest.raises(StoreUnavailable):
+            await bounded(anext(store.tail("g", 0)))
+        assert await bounded(store.ping()) is False
+        assert time.monotonic() - started < 3
+
+
+async def test_from_url_on_an_unreachable_redis_raises_store_unavailable() -> None:
+    with pytest.raises(StoreUnavailable):
+        await bounded(RedisEventStore.from_url(f"redis://127.0.0.1:{free_port()}"))
+
+
+async def test_a_stopped_redis_gives_store_unavailable_and_a_restarted_one_works_again(
+    own_redis: RedisProcess,
+) -> None:
+    async with opened(own_redis.url) as store:
+        game_id = new_id()
+        await bounded(store.create(game_id, b"1", {}))
+        own_redis.stop()
+        with pytest.raises(StoreUnavailable):
+            await bounded(store.append(game_id, 1, [b"2"], "c"))
+        own_redis.start()  # no persistence here: the restarted Redis is empty
+        await bounded(store.create(game_id, b"1", {}))
+        assert (await bounded(store.append(game_id, 1, [b"2"], "c"))).last == 2
+
+
+async def test_a_hung_redis_gives_store_unavailable_within_the_timeout(own_redis: RedisProcess) -> None:
+    async with opened(own_redis.url, timeout=0.3, block_ms=200) as store:
+        game_id = new_id()
+        await bounded(store.create(game_id, b"1", {}))
+        assert own_redis.process is not None
+        os.kill(own_redis.process.pid, signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            with pytest.raises(StoreUnavailable):
+                await bounded(store.read(game_id))
+            with pytest.raises(StoreUnavailable):
+                await bounded(anext(store.tail(game_id, 1)))
+            assert time.monotonic() - started < 3
+        finally:
+            os.kill(own_redis.process.pid, signal.SIGCONT)
+
+
+async def test_a_tail_fails_with_store_unavailable_when_redis_goes_away(own_redis: RedisProcess) -> None:
+    async with opened(own_redis.url) as store:
+        game_id = new_id()
+        await bounded(store.create(game_id, b"1", {}))
+        tail = store.tail(game_id, 1)
+        waiting = asyncio.ensure_future(anext(tail))
+        await asyncio.sleep(0.1)
+        own_redis.stop()
+        with pytest.raises(StoreUnavailable):
+            await bounded(waiting, 3)
+        await bounded(tail.aclose())
+
+
+async def test_cancelling_tails_returns_their_connections(own_redis: RedisProcess) -> None:
+    async with opened(own_redis.url) as store:
+        games = [new_id() for _ in range(20)]
+
+        async def follow(game_id: str) -> None:
+            async for _ in store.tail(game_id, 0):
+                pass
+
+        tasks = [asyncio.create_task(follow(game_id)) for game_id in games]
+        await asyncio.sleep(0.2)
+        assert await blocked_clients(store) == 20  # one blocked read, on its own connection, per game
+        started = time.monotonic()
+        for task in tasks:
+            task.cancel()
+        await bounded(asyncio.gather(*tasks, return_exceptions=True), 1)
+        assert time.monotonic() - started < 1
+        deadline = time.monotonic() + 3
+        while await blocked_clients(store) and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        assert await blocked_clients(store) == 0
+
+
+async def blocked_clients(store: RedisEventStore) -> int:
+    info = await bounded(store.client.info("clients"))
+    return int(info["blocked_clients"])
