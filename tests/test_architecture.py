@@ -10,8 +10,18 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 PURE_STDLIB = {
-    "__future__", "typing", "enum", "functools", "itertools", "collections", "dataclasses", "re",
-    "math", "operator", "types", "abc",
+    "__future__",
+    "typing",
+    "enum",
+    "functools",
+    "itertools",
+    "collections",
+    "dataclasses",
+    "re",
+    "math",
+    "operator",
+    "types",
+    "abc",
 }
 ALLOWED = {
     "domain": PURE_STDLIB | {"msgspec", "domain"},
