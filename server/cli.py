@@ -105,6 +105,32 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("--token", help="a watch or seat token, for a private game")
     _server_option(replay)
     replay.set_defaults(run=_replay)
+
+    check = sub.add_parser(
+        "verify",
+        help="check a game's history",
+        description="Check a game's hash chain and versions, decide every event again with the rules, "
+        "re-fold the stream and compare it with the server's live view and final scores. Exits 1 and "
+        "names the first bad version when anything is wrong.",
+    )
+    check.add_argument("game", help="the game id")
+    check.add_argument("--token", help="a watch or seat token, for a private game")
+    _server_option(check)
+    check.set_defaults(run=_verify)
+
+    keep = sub.add_parser(
+        "archive",
+        help="export a finished game to NDJSON and delete it from Redis",
+        description="Write a finished game's envelopes to FILE, read the file back and verify it, and only "
+        "then delete the game's stream and keys from Redis. Works with the server running (give "
+        "--redis-url, or the same --data-dir as the embedded server) or stopped.",
+    )
+    keep.add_argument("game", help="the game id")
+    keep.add_argument("--out", type=Path, required=True, metavar="FILE", help="the NDJSON file to write")
+    keep.add_argument("--redis-url", help="the Redis holding the game (default: the embedded one)")
+    keep.add_argument("--data-dir", type=Path, default=Path("var"), help="the embedded Redis's data dir")
+    keep.add_argument("--force", action="store_true", help="archive even a game that has not ended")
+    keep.set_defaults(run=_archive)
     return parser
 
 
@@ -260,6 +286,62 @@ def _replay(args: argparse.Namespace) -> int:
         return _fail(status, answer)
     print(json.dumps(json.loads(answer), indent=2, ensure_ascii=False))
     return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    import msgspec
+
+    from projections import View
+    from server.verify import verify
+
+    base = f"{args.server.rstrip('/')}/games/{args.game}"
+    status, answer = _request("GET", f"{base}/events", token=args.token)
+    if status != 200:
+        return _fail(status, answer)
+    lines = answer.splitlines()
+    status, live = _request("GET", base, token=args.token)
+    if status != 200:
+        return _fail(status, live)
+    report = verify(lines, msgspec.json.decode(live, type=View))
+    if report.ok:
+        print(f"game {args.game}: {report.envelopes} envelopes verified; the live view matches")
+        return 0
+    where = f" at version {report.bad_version}" if report.bad_version else ""
+    print(f"game {args.game}: INVALID{where}: {report.problem}")
+    return 1
+
+
+def _archive(args: argparse.Namespace) -> int:
+    from server.archive import ArchiveError, archive
+    from server.embedded_redis import URL_NAME, DataDirLocked, EmbeddedRedis
+    from server.redis_store import RedisEventStore
+    from server.store import StoreError
+
+    async def run() -> int:
+        embedded: EmbeddedRedis | None = None
+        url = args.redis_url
+        if url is None:
+            embedded = EmbeddedRedis(args.data_dir)
+            try:
+                url = await embedded.start()
+            except DataDirLocked:  # the server runs on this data dir: use its Redis
+                embedded = None
+                url = (args.data_dir / URL_NAME).read_text().strip()
+        store = await RedisEventStore.from_url(url)
+        try:
+            done = await archive(store, args.game, args.out, force=args.force)
+        except (ArchiveError, StoreError) as exc:
+            print(f"orchestra: {exc}", file=sys.stderr)
+            return 1
+        finally:
+            await store.close()
+            if embedded is not None:
+                await embedded.stop()
+        print(f"game {done.game_id}: {done.envelopes} envelopes ({done.bytes} bytes) archived to {done.path}")
+        print("verified and deleted from Redis")
+        return 0
+
+    return asyncio.run(run())
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -31,6 +31,7 @@ logger = logging.getLogger(__name__)
 # sun_path is 108 bytes on Linux, including the terminating NUL.
 MAX_SOCKET_PATH = 107
 _PR_SET_PDEATHSIG = 1
+URL_NAME = "redis.url"
 LOCK_NAME = "orchestra.lock"
 SOCKET_NAME = "redis.sock"
 LOG_NAME = "redis.log"
@@ -114,6 +115,8 @@ class EmbeddedRedis:
             await self.stop()
             raise
         self._supervisor = asyncio.create_task(self._supervise(), name="embedded-redis-supervisor")
+        # Where tools (orchestra archive) find the running server's Redis while it holds the lock.
+        (self.data_dir / URL_NAME).write_text(self.url + "\n")
         return self.url
 
     async def stop(self, timeout: float = 10.0) -> None:

@@ -106,6 +106,10 @@ class MemoryEventStore:
         """Ids of every game created, oldest first (dicts keep insertion order)."""
         return list(self._games)
 
+    async def delete(self, game_id: str) -> None:
+        """Forget a game."""
+        self._games.pop(game_id, None)
+
     async def ping(self) -> bool:
         """Always True: the store is this process."""
         return True

@@ -227,6 +227,15 @@ class RedisEventStore:
             ids = cast(list[bytes], await self._client.zrange(GAMES_KEY, 0, -1))
         return [game_id.decode() for game_id in ids]
 
+    async def delete(self, game_id: str) -> None:
+        """Remove a game's keys (one call: they share a slot), then its entry in the games index.
+
+        Raises: StoreUnavailable.
+        """
+        with _boundary(game_id):
+            await self._client.delete(events_key(game_id), auth_key(game_id), commands_key(game_id))
+            await self._client.zrem(GAMES_KEY, game_id)
+
     async def ping(self) -> bool:
         """Whether the store answers now."""
         try:

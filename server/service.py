@@ -131,8 +131,10 @@ class GameService:
             self._evict()
         else:
             self.games.move_to_end(game_id)
-            if refresh:
-                await self._catch_up(game)
+            if refresh and not await self._catch_up(game):
+                # The stream is gone (the game was archived): forget it here too.
+                del self.games[game_id]
+                return None
         return game
 
     def _evict(self) -> None:
@@ -195,12 +197,16 @@ class GameService:
         await self._catch_up(game)
         return Outcome(prior.last, [r.data for r in records])
 
-    async def _catch_up(self, game: LiveGame) -> None:
-        records = await self.store.read(game.game_id, game.version)
+    async def _catch_up(self, game: LiveGame) -> bool:
+        """Fold in what the stream holds past this node's version; False when the stream is gone."""
+        # Reading from the last known version itself (not after it) tells a quiet game from a deleted one.
+        after = max(0, game.version - 1)
+        records = await self.store.read(game.game_id, after)
         try:
             game.ingest(records)
         except GapError:  # pragma: no cover - a read after our own version cannot skip one
             raise StoreUnavailable(f"game {game.game_id}: stream read out of order") from None
+        return bool(records) or game.version == 0
 
     def _envelopes(
         self, game_id: str, version: int, head: str, command_id: str, seat: int | None, events: list[Event]

@@ -101,6 +101,9 @@ class EventStore(Protocol):
     async def games(self) -> list[str]:
         """Ids of every game created, oldest first. Raises: StoreUnavailable."""
 
+    async def delete(self, game_id: str) -> None:
+        """Remove a game's stream, credentials and command records (archiving). Raises: StoreUnavailable."""
+
     async def ping(self) -> bool:
         """Whether the store answers now."""
 

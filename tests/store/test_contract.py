@@ -179,6 +179,19 @@ async def test_games_lists_created_games_oldest_first(store: EventStore) -> None
     assert [game_id for game_id in listed if game_id in created] == created
 
 
+async def test_a_deleted_game_is_gone_with_its_credentials_and_command_records(store: EventStore) -> None:
+    game_id, other = await game(store, 3), await game(store, 2)
+    await bounded(store.delete(game_id))
+    assert await bounded(store.read(game_id)) == []
+    assert await bounded(store.version(game_id)) == 0
+    assert await bounded(store.credentials(game_id)) == {}
+    assert await bounded(store.outcome(game_id, "setup")) is None
+    assert game_id not in await bounded(store.games())
+    assert await bounded(store.read(other)) == records(1, 2), "another game is untouched"
+    with pytest.raises(GameNotFound):
+        await bounded(store.append(game_id, 3, [env(4)], "after-delete"))
+
+
 async def test_ping_answers_true(store: EventStore) -> None:
     assert await bounded(store.ping()) is True
 

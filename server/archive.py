@@ -1,0 +1,59 @@
+"""Archiving a finished game: export its envelopes to NDJSON, verify the file, then delete the stream.
+
+The stream is deleted only after the file on disk is read back and found byte-identical to the stream and
+valid (hash chain, versions, rules): an archive that cannot be read back never costs a game.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import msgspec
+
+from domain import GameEnded
+from server import envelope
+from server.store import EventStore
+from server.verify import verify
+
+
+class ArchiveError(Exception):
+    """The game was not archived; nothing was deleted."""
+
+
+class Archived(msgspec.Struct, frozen=True):
+    """A game archived to `path`: its envelope count and the file's size."""
+
+    game_id: str
+    path: str
+    envelopes: int
+    bytes: int
+
+
+async def archive(store: EventStore, game_id: str, path: Path, *, force: bool = False) -> Archived:
+    """Export `game_id` to `path`, verify the file, and only then delete the game from the store.
+
+    Raises: ArchiveError (unknown or unfinished game, a file that does not verify), StoreUnavailable.
+    """
+    records = await store.read(game_id)
+    if not records:
+        raise ArchiveError(f"no game {game_id!r}")
+    if not force and not isinstance(envelope.decode(records[-1].data).event, GameEnded):
+        raise ArchiveError(f"game {game_id!r} has not ended (use --force to archive it anyway)")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = b"".join(r.data + b"\n" for r in records)
+    with open(path, "wb") as out:
+        out.write(data)
+        out.flush()
+        os.fsync(out.fileno())
+    lines = path.read_bytes().splitlines()
+    if lines != [r.data for r in records]:
+        raise ArchiveError(f"{path} does not read back as the stream; the game was kept")
+    report = verify(lines)
+    if not report.ok:
+        raise ArchiveError(f"the stream does not verify at version {report.bad_version}: {report.problem}")
+    # A command racing the archive could add a version after the read: delete only what was archived.
+    if await store.version(game_id) != len(records):
+        raise ArchiveError(f"game {game_id!r} moved on during the export; the game was kept")
+    await store.delete(game_id)
+    return Archived(game_id=game_id, path=str(path), envelopes=len(records), bytes=len(data))
