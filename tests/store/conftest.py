@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -19,15 +18,11 @@ if sys.path[:1] != [ROOT]:
     sys.path.insert(0, ROOT)
 
 import pytest  # noqa: E402
-import redis  # noqa: E402
-from store_helpers import RedisProcess, bounded  # noqa: E402
+from store_helpers import RedisProcess, bounded, start_cluster  # noqa: E402
 
 from server.memory_store import MemoryEventStore  # noqa: E402
 from server.redis_store import RedisEventStore  # noqa: E402
 from server.store import EventStore  # noqa: E402
-
-CLUSTER_NODES = 3
-SLOTS = 16384
 
 
 @pytest.fixture(scope="session")
@@ -57,46 +52,12 @@ def own_redis(tmp_path: Path) -> Iterator[RedisProcess]:
 @pytest.fixture(scope="session")
 def cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real 3-master Redis Cluster on loopback ports; the URL of its first node."""
-    root = tmp_path_factory.mktemp("cluster")
-    nodes = [
-        RedisProcess(root / f"node{i}", "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
-        for i in range(CLUSTER_NODES)
-    ]
+    nodes, url = start_cluster(tmp_path_factory.mktemp("cluster"))
     try:
-        for node in nodes:
-            node.start()
-        _join(nodes)
-        yield nodes[0].url
+        yield url
     finally:
         for node in nodes:
             node.stop()
-
-
-def _join(nodes: list[RedisProcess]) -> None:
-    clients = [redis.Redis(port=node.port, socket_timeout=5) for node in nodes]
-    try:
-        for client in clients[1:]:
-            client.execute_command("CLUSTER MEET", "127.0.0.1", nodes[0].port)
-        share = SLOTS // len(nodes)
-        for i, client in enumerate(clients):
-            last = SLOTS - 1 if i == len(nodes) - 1 else (i + 1) * share - 1
-            client.execute_command("CLUSTER ADDSLOTSRANGE", i * share, last)
-        deadline = time.monotonic() + 30
-        while not all(_cluster_ok(client) for client in clients):
-            assert time.monotonic() < deadline, "the test cluster never reached cluster_state:ok"
-            time.sleep(0.05)
-    finally:
-        for client in clients:
-            client.close()
-
-
-def _cluster_ok(client: redis.Redis) -> bool:
-    info = client.execute_command("CLUSTER INFO")
-    if not isinstance(info, dict):
-        text = info.decode() if isinstance(info, bytes) else str(info)
-        info = dict(line.split(":", 1) for line in text.split() if ":" in line)
-    fields = {str(key): str(value) for key, value in info.items()}
-    return fields.get("cluster_state") == "ok" and fields.get("cluster_known_nodes") == str(CLUSTER_NODES)
 
 
 @pytest.fixture(

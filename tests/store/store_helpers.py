@@ -1,4 +1,4 @@
-"""Helpers for the store tests: redis-server processes on free ports, deadlines, fresh game ids."""
+"""Helpers for the store tests: redis-server processes on free ports, a Redis Cluster, deadlines, ids."""
 
 from __future__ import annotations
 
@@ -16,6 +16,9 @@ import redis
 from server.embedded_redis import find_redis_server
 
 T = TypeVar("T")
+
+CLUSTER_NODES = 3
+SLOTS = 16384
 
 
 def free_port(cluster: bool = False) -> int:
@@ -98,3 +101,51 @@ async def bounded(awaitable: Awaitable[T], timeout: float = 5.0) -> T:
 def new_id() -> str:
     """A game id no other test uses."""
     return f"t-{uuid.uuid4().hex[:12]}"
+
+
+def start_cluster(root: Path, masters: int = CLUSTER_NODES) -> tuple[list[RedisProcess], str]:
+    """A real Redis Cluster of `masters` masters on loopback ports, slots split evenly (CLUSTER MEET +
+    ADDSLOTSRANGE); its nodes (stop each when done) and the URL of its first node.
+
+    Raises: AssertionError when it does not reach cluster_state:ok within 30 s (its nodes are stopped).
+    """
+    nodes = [
+        RedisProcess(root / f"node{i}", "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+        for i in range(masters)
+    ]
+    try:
+        for node in nodes:
+            node.start()
+        _join(nodes)
+    except BaseException:
+        for node in nodes:
+            node.stop()
+        raise
+    return nodes, nodes[0].url
+
+
+def _join(nodes: list[RedisProcess]) -> None:
+    clients = [redis.Redis(port=node.port, socket_timeout=5) for node in nodes]
+    try:
+        for client in clients[1:]:
+            client.execute_command("CLUSTER MEET", "127.0.0.1", nodes[0].port)
+        share = SLOTS // len(nodes)
+        for i, client in enumerate(clients):
+            last = SLOTS - 1 if i == len(nodes) - 1 else (i + 1) * share - 1
+            client.execute_command("CLUSTER ADDSLOTSRANGE", i * share, last)
+        deadline = time.monotonic() + 30
+        while not all(_cluster_ok(client, len(nodes)) for client in clients):
+            assert time.monotonic() < deadline, "the test cluster never reached cluster_state:ok"
+            time.sleep(0.05)
+    finally:
+        for client in clients:
+            client.close()
+
+
+def _cluster_ok(client: redis.Redis, count: int) -> bool:
+    info = client.execute_command("CLUSTER INFO")
+    if not isinstance(info, dict):
+        text = info.decode() if isinstance(info, bytes) else str(info)
+        info = dict(line.split(":", 1) for line in text.split() if ":" in line)
+    fields = {str(key): str(value) for key, value in info.items()}
+    return fields.get("cluster_state") == "ok" and fields.get("cluster_known_nodes") == str(count)
