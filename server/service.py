@@ -106,7 +106,9 @@ class GameService:
         watch = auth.new_token() if spectators == "token" else None
         if watch is not None:
             credentials[auth.WATCH] = auth.digest(watch)
-        data = self._envelopes(game_id, 0, envelope.GENESIS, f"create:{auth.new_token()[:16]}", None, [event])
+        _, data = self._envelopes(
+            game_id, 0, envelope.GENESIS, f"create:{auth.new_token()[:16]}", None, [event]
+        )
         await self.store.create(game_id, data[0], credentials)
         log.info("game created", extra={"game_id": game_id, "version": 1, "count": len(players)})
         seats = [
@@ -166,7 +168,9 @@ class GameService:
                     if prior is None:
                         raise
                     return await self._replay(game, prior)
-                data = self._envelopes(game_id, game.version, game.head, command.id, command.seat, events)
+                items, data = self._envelopes(
+                    game_id, game.version, game.head, command.id, command.seat, events
+                )
                 try:
                     appended = await self.store.append(game_id, game.version, data, key)
                 except ConcurrencyConflict:
@@ -176,10 +180,8 @@ class GameService:
                     return await self._replay(game, appended)
                 if self.failpoint == "exit_after_append":
                     os._exit(3)  # a crash between the append and the broadcast, for reliability tests
-                records = [
-                    Record(v, d) for v, d in zip(range(appended.first, appended.last + 1), data, strict=True)
-                ]
-                game.ingest(records)
+                records = [Record(item.version, d) for item, d in zip(items, data, strict=True)]
+                game.ingest(records, items)  # already decoded: the envelopes were built here
                 return Outcome(appended.last, data)
             raise StoreUnavailable(f"game {game_id}: too many concurrent writers, retry with the same id")
 
@@ -210,8 +212,9 @@ class GameService:
 
     def _envelopes(
         self, game_id: str, version: int, head: str, command_id: str, seat: int | None, events: list[Event]
-    ) -> list[bytes]:
+    ) -> tuple[list[Envelope], list[bytes]]:
         at = self.clock()
+        items: list[Envelope] = []
         data: list[bytes] = []
         for offset, event in enumerate(events, start=1):
             item = Envelope(
@@ -225,5 +228,6 @@ class GameService:
             )
             encoded = envelope.encode(item)
             head = envelope.chain_hash(encoded)
+            items.append(item)
             data.append(encoded)
-        return data
+        return items, data
