@@ -8,6 +8,7 @@
     python -m bench memory [--quick]          per idle spectator, per active game, steady load
     python -m bench scaling [--quick]         1..1,000 games; decide time in a long game
     python -m bench store [--quick]           our Redis store vs eventsourcing's POPO and SQLite recorders
+    python -m bench profile [--quick]         py-spy on our server under the throughput load
 
 Each benchmark writes bench/results/<name>.json with its raw numbers and ratios.
 """
@@ -26,6 +27,7 @@ BENCHMARKS = {
     "memory": "bench.memory",
     "scaling": "bench.scaling",
     "store": "bench.peer",
+    "profile": "bench.profile",
 }
 
 

@@ -75,6 +75,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--duration", type=float, default=10.0)
     parser.add_argument("--procs", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=2, help="alternate ours/minimal this many times")
+    parser.add_argument(
+        "--no-compression",
+        action="store_true",
+        help="clients do not offer permessage-deflate (writes throughput_no_compression.json)",
+    )
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
@@ -86,6 +91,7 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         mode="closed",
         duration=args.duration,
         procs=args.procs,
+        compression=not args.no_compression,
     )
     rounds = args.rounds
     if args.quick:
@@ -131,9 +137,10 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         "best_of_rounds": {"ours": best("ours"), "minimal": best("minimal")},
     }
     path = write_result(
-        "throughput",
+        "throughput_no_compression" if args.no_compression else "throughput",
         {
             "quick": args.quick,
+            "compression": config.compression,
             "redis_durability": durability,
             "summary": summary,
             "raw_redis": baseline,

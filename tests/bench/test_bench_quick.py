@@ -1,0 +1,178 @@
+"""Every benchmark runs in --quick mode and leaves a sane JSON result (no timing assertions: the machines
+are shared and noisy; benchmarks are measured, not tested).
+
+The benchmarks run as `python -m bench <name> --quick` child processes, two at a time, each starting its
+own redis-server on a free port; their results go to a temporary directory, never to bench/results/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from server.embedded_redis import find_redis_server
+
+ROOT = Path(__file__).resolve().parents[2]
+NAMES = ["throughput", "latency", "fanout", "replay", "memory", "scaling", "store"]
+PARALLEL = 2
+TIMEOUT = 150.0
+
+
+def _has_redis() -> bool:
+    try:
+        find_redis_server()
+    except Exception:
+        return False
+    return True
+
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(not _has_redis(), reason="needs a redis-server binary"),
+]
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """Run every benchmark once in --quick mode; their JSON results by name."""
+    out = tmp_path_factory.mktemp("bench-results")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRA_")}
+    env["BENCH_RESULTS_DIR"] = str(out)
+    waiting = list(NAMES)
+    running: dict[str, tuple[subprocess.Popen[bytes], Any]] = {}
+    failures: dict[str, str] = {}
+    deadline = time.monotonic() + TIMEOUT
+    while waiting or running:
+        while waiting and len(running) < PARALLEL:
+            name = waiting.pop(0)
+            log = (out / f"{name}.log").open("wb")
+            process = subprocess.Popen(
+                [sys.executable, "-m", "bench", name, "--quick"],
+                cwd=ROOT,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
+            running[name] = (process, log)
+        for name, (process, log) in list(running.items()):
+            if process.poll() is not None:
+                log.close()
+                del running[name]
+                if process.returncode != 0:
+                    failures[name] = (out / f"{name}.log").read_text(errors="replace")[-3000:]
+        if time.monotonic() > deadline:
+            for process, log in running.values():
+                process.kill()
+                process.wait(10)
+                log.close()
+            pytest.fail(f"benchmarks still running after {TIMEOUT} s: {sorted(running)}")
+        time.sleep(0.1)
+    assert not failures, failures
+    return {name: json.loads((out / f"{name}.json").read_text()) for name in NAMES}
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+
+
+def _common(result: dict[str, Any], name: str) -> None:
+    assert result["benchmark"] == name
+    assert result["quick"] is True
+    assert result["command"].startswith(f"python -m bench {name}")
+    assert result["machine"]["cpus"] >= 1
+    assert isinstance(result["summary"], dict)
+
+
+def test_throughput(results: dict[str, dict[str, Any]]) -> None:
+    result = results["throughput"]
+    _common(result, "throughput")
+    summary = result["summary"]
+    for key in ("ours_commands_per_s", "minimal_commands_per_s", "ratio_ours_to_minimal"):
+        assert _positive(summary[key]), key
+    assert isinstance(summary["goal_met"], bool)
+    for mode in ("sequential", "pipelined_50"):
+        assert _positive(result["raw_redis"][mode]["appends_per_s"])
+    for run in result["runs"]["ours"] + result["runs"]["minimal"]:
+        assert run["accepted"] > 0
+        assert _positive(run["ack_ms"]["p99"])
+        assert _positive(run["server"]["cpu_seconds"])
+        assert run["errors"] == {}
+
+
+def test_latency(results: dict[str, dict[str, Any]]) -> None:
+    result = results["latency"]
+    _common(result, "latency")
+    summary = result["summary"]
+    for key in ("rate_per_s", "ours_p99_all_spectators_ms", "minimal_p99_all_spectators_ms"):
+        assert _positive(summary[key]), key
+    assert _positive(summary["ratio_p99_all_spectators"])
+    assert result["runs"]["ours"]["config"]["mode"] == "open"
+
+
+def test_fanout(results: dict[str, dict[str, Any]]) -> None:
+    result = results["fanout"]
+    _common(result, "fanout")
+    row = result["results"]["no_compression"]
+    assert _positive(row["ours"]["median_ms"])
+    assert _positive(row["websockets_broadcast"]["median_ms"])
+    assert _positive(row["ours"]["frame_bytes"]) and _positive(row["websockets_broadcast"]["frame_bytes"])
+    assert _positive(result["summary"]["ratio_no_compression"])
+
+
+def test_replay(results: dict[str, dict[str, Any]]) -> None:
+    result = results["replay"]
+    _common(result, "replay")
+    for key in ("decode_per_s", "fold_per_s", "live_ingest_per_s", "ratio_fold_to_decode"):
+        assert _positive(result["fold"][key]), key
+    rebuild = result["rebuild"]
+    assert rebuild["games"] > 0
+    assert _positive(rebuild["read_seconds"]) and _positive(rebuild["fold_seconds"])
+    assert 0 < rebuild["read_share"] < 1
+
+
+def test_memory(results: dict[str, dict[str, Any]]) -> None:
+    result = results["memory"]
+    _common(result, "memory")
+    assert {row["server"] for row in result["idle"]} == {"ours", "minimal"}
+    assert all(row["rss_mib_after"] > 0 for row in result["idle"])
+    assert _positive(result["active_game"]["tracemalloc_kib_per_game"])
+    steady = result["steady"]
+    assert steady["totals"].get("accepted", 0) > 0
+    assert len(steady["rss_mib_samples"]) >= 2
+
+
+def test_scaling(results: dict[str, dict[str, Any]]) -> None:
+    result = results["scaling"]
+    _common(result, "scaling")
+    assert [row["games"] for row in result["games"]] == [1, 10]
+    for row in result["games"]:
+        assert _positive(row["ours"]["commands_per_s"]) and _positive(row["minimal"]["commands_per_s"])
+        assert _positive(row["ours"]["server_rss_mib_end"])
+    cost = result["command_cost"]
+    assert _positive(cost["new"]["decide_us_median"]) and _positive(cost["long"]["decide_us_median"])
+    assert cost["long"]["events"] > cost["new"]["events"]
+
+
+def test_store(results: dict[str, dict[str, Any]]) -> None:
+    result = results["store"]
+    _common(result, "store")
+    expected = {
+        "ours_redis_no_aof",
+        "ours_redis_fsync_always",
+        "eventsourcing_popo",
+        "eventsourcing_sqlite_full",
+        "eventsourcing_sqlite_normal",
+    }
+    assert set(result["results"]) == expected
+    for row in result["results"].values():
+        assert _positive(row["appends_per_s"]) and _positive(row["loaded_events_per_s"])
+        assert row["events_loaded"] == result["games"] * result["events_per_game"]
+        assert row["durability"]
