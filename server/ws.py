@@ -144,10 +144,12 @@ async def _serve(websocket: WebSocket, ctx: Context, game: LiveGame, outbox: Out
             return
         text = message.get("text")
         if text is None:
+            ctx.metrics.rejected("bad_request")
             outbox.put(rejected(None, "bad_request", "frames are JSON text, not binary", game.version))
             continue
         if _size(text) > settings.max_frame_bytes:
             limit = settings.max_frame_bytes
+            ctx.metrics.rejected("too_large")
             outbox.put(rejected(None, "too_large", f"a frame may hold {limit} bytes", game.version))
             continue
         if not bucket.take():
@@ -163,6 +165,7 @@ async def _serve(websocket: WebSocket, ctx: Context, game: LiveGame, outbox: Out
             outbox.put(rejected(readable_id(text), "bad_request", str(exc), game.version))
             continue
         if isinstance(frame, Hello):
+            ctx.metrics.rejected("bad_request")
             outbox.put(rejected(None, "bad_request", "hello was already said", game.version))
             continue
         if seat < 0:
@@ -188,7 +191,8 @@ async def _command(ctx: Context, game: LiveGame, frame: CommandFrame, seat: int)
         ctx.metrics.rejected("unavailable")
         ctx.metrics.redis_errors.inc()
         log.warning(
-            "command unavailable", extra={**extra, "code": "unavailable", "error": str(exc) or "timeout"}
+            "command unavailable",
+            extra={**extra, "code": "unavailable", "version": game.version, "error": str(exc) or "timeout"},
         )
         message = "the event store did not answer; retry with the same id"
         return rejected(frame.id, "unavailable", message, game.version)
