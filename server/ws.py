@@ -91,7 +91,8 @@ async def _hello(websocket: WebSocket, timeout: float, max_bytes: int) -> Hello 
     text = message.get("text")
     frame: object = None
     if text is not None and _size(text) <= max_bytes:
-        with contextlib.suppress(msgspec.DecodeError, msgspec.ValidationError):
+        # RecursionError: a frame nested deeper than the decoder reads (a RuntimeError, not a DecodeError).
+        with contextlib.suppress(msgspec.DecodeError, msgspec.ValidationError, RecursionError):
             frame = decode_frame(text)
     if not isinstance(frame, Hello):
         await _close(websocket, POLICY, "the first frame must be hello")
@@ -160,7 +161,8 @@ async def _serve(websocket: WebSocket, ctx: Context, game: LiveGame, outbox: Out
             continue
         try:
             frame = decode_frame(text)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
+            # A RecursionError (a RuntimeError) would otherwise end the session silently, without a close.
             ctx.metrics.rejected("bad_request")
             outbox.put(rejected(readable_id(text), "bad_request", str(exc), game.version))
             continue
