@@ -1,0 +1,109 @@
+"""Structured logs: one JSON object per line, commands traceable, and never a secret anywhere."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+from tests_e2e_support import PERF, STRINGS, assert_clean_logs, log_lines, next_answer
+
+from client import ConnectionRefused, GameClient
+
+pytestmark = [pytest.mark.e2e, pytest.mark.integration]
+
+
+@pytest.fixture(scope="module")
+def logged(start_module_server: Any) -> Any:
+    return start_module_server()
+
+
+class Scenario:
+    """Games played in every way a secret could leak; what was seen is kept for scanning."""
+
+    def __init__(self) -> None:
+        self.tokens: list[str] = []
+        self.seen: list[str] = []  # every view, export and rejection frame, as text
+        self.commands: list[dict[str, Any]] = []  # every answer to a command sent with an id
+
+    async def play(self, url: str) -> None:
+        async with httpx.AsyncClient(base_url=url, timeout=10) as http:
+            public = (await http.post("/games", json={"players": ["Ada", "Ben"]})).json()
+            private = (await http.post("/games", json={"players": ["Cy"], "spectators": "token"})).json()
+            self.tokens += [s["token"] for s in public["seats"] + private["seats"]] + [private["watch_token"]]
+            for created in (public, private):
+                game_id, token = created["game_id"], created["seats"][0]["token"]
+                await self.commands_of(url, game_id, token)
+                auth = {"authorization": f"Bearer {token}"}
+                for path in (f"/games/{game_id}", f"/games/{game_id}/events", f"/games/{game_id}?at=2"):
+                    self.seen.append((await http.get(path, headers=auth)).text)
+                self.seen.append((await http.get(f"/games/{game_id}")).text)  # 403 for the private one
+            self.seen.append((await http.get("/games")).text)
+            # Refused hellos: a token of another game, a token of no game, the private game without one.
+            for game_id, token in (
+                (public["game_id"], private["seats"][0]["token"]),
+                (public["game_id"], "not-a-token"),
+                (private["game_id"], None),
+            ):
+                with pytest.raises(ConnectionRefused) as refused:
+                    await GameClient.connect(url, game_id, token, reconnect=False)
+                self.seen.append(json.dumps(refused.value.frame) + refused.value.reason)
+            async with await GameClient.connect(
+                url, private["game_id"], private["watch_token"], reconnect=False
+            ) as watcher:
+                self.seen.append(json.dumps(await watcher.place(PERF, "viola")))
+
+    async def commands_of(self, url: str, game_id: str, token: str) -> None:
+        async with await GameClient.connect(url, game_id, token, reconnect=False) as player:
+            self.seen.append(json.dumps(player.welcome))
+            for fields in (
+                {"token": PERF, "space": "viola", "id": "ok-1"},
+                {"token": STRINGS, "space": "oboe", "id": "illegal-1"},
+                {"token": PERF, "space": "moon", "id": "unknown-1"},
+                {"token": PERF, "space": "viola", "id": "ok-1"},  # a repeat
+            ):
+                answer = await player.send({"type": "place", **fields})
+                self.commands.append(answer)
+                self.seen.append(json.dumps(answer))
+            await player.send_raw('{"type": "place", "token": ')
+            self.seen.append(json.dumps(await next_answer(player)))
+            self.seen.append(json.dumps(await player.end_game(id="end-1")))
+
+
+async def test_every_log_line_is_one_json_object(logged: Any) -> None:
+    await Scenario().play(logged.url)
+    logs = logged.logs()
+    lines = log_lines(logs)
+    assert len(lines) == len([line for line in logs.splitlines() if line.strip()]) > 5
+    for line in lines:
+        assert {"ts", "level", "logger", "msg"} <= set(line)
+        assert line["ts"].endswith("Z") and line["level"] in ("debug", "info", "warning")
+    assert_clean_logs(logs)
+
+
+async def test_command_lines_carry_the_game_seat_command_id_and_version(logged: Any) -> None:
+    scenario = Scenario()
+    await scenario.play(logged.url)
+    lines = log_lines(logged.logs())
+    commands = [line for line in lines if line["msg"] in ("command accepted", "command rejected")]
+    for command in commands:
+        assert {"game_id", "seat", "command_id", "version"} <= set(command)
+        assert isinstance(command["version"], int) and command["seat"] in (0, 1)
+    logged_ids = {c["command_id"] for c in commands}
+    assert {"ok-1", "illegal-1", "unknown-1", "end-1"} <= logged_ids
+    rejected = [c for c in commands if c["msg"] == "command rejected"]
+    assert {c["code"] for c in rejected} >= {"illegal_space", "bad_request"}
+    accepted = [c for c in commands if c["msg"] == "command accepted"]
+    assert all("duration_ms" in c for c in accepted)
+
+
+async def test_no_seat_or_watch_token_appears_in_logs_views_exports_or_rejections(logged: Any) -> None:
+    scenario = Scenario()
+    await scenario.play(logged.url)
+    assert len(scenario.tokens) == 4 and len(scenario.seen) > 15
+    assert any('"rejected"' in text for text in scenario.seen)
+    everything = "\n".join([logged.logs(), *scenario.seen])
+    for token in scenario.tokens:
+        assert token not in everything
+        assert token[:12] not in everything  # nor a recognisable part of one
