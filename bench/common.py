@@ -120,7 +120,9 @@ class RedisServer:
 class ServerProcess:
     """A websocket server child that prints "running at URL": ours (`orchestra serve`) or the minimal one."""
 
-    def __init__(self, kind: str, redis_url: str, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, kind: str, redis_url: str, env: dict[str, str] | None = None, args: Sequence[str] = ()
+    ) -> None:
         if kind not in ("ours", "minimal"):
             raise ValueError(f"unknown server kind {kind!r}")
         self.kind = kind
@@ -131,7 +133,7 @@ class ServerProcess:
         child_env["ORCHESTRA_DATA_DIR"] = str(self.directory / "var")
         child_env.update(env or {})
         module = "server.cli" if kind == "ours" else "bench.minimal"
-        command = [sys.executable, "-m", module, "serve", "--port", "0", "--redis-url", redis_url]
+        command = [sys.executable, "-m", module, "serve", "--port", "0", "--redis-url", redis_url, *args]
         self._log = self.log_path.open("wb")
         self.process = subprocess.Popen(
             command,

@@ -482,10 +482,14 @@ def summarise(config: LoadConfig, raws: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def run_against(
-    kind: str, redis: RedisServer, config: LoadConfig, env: dict[str, str] | None = None
+    kind: str,
+    redis: RedisServer,
+    config: LoadConfig,
+    env: dict[str, str] | None = None,
+    args: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Start server `kind` ("ours" or "minimal") on `redis`, run `config` against it, stop it."""
-    with ServerProcess(kind, redis.url, env) as server:
+    with ServerProcess(kind, redis.url, env, args) as server:
         config = LoadConfig(**{**asdict(config), "url": server.url, "server_pid": server.pid})
         config.redis_pid = redis.pid
         result = run(config)

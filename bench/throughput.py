@@ -96,7 +96,12 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     rounds = args.rounds
     if args.quick:
         config.games, config.spectators, config.duration, rounds = 4, 2, 1.0, 1
-    runs: dict[str, list[dict[str, Any]]] = {"ours": [], "minimal": [], "ours_no_view": []}
+    runs: dict[str, list[dict[str, Any]]] = {
+        "ours": [],
+        "minimal": [],
+        "ours_no_view": [],
+        "minimal_uvloop": [],
+    }
     with RedisServer() as redis:
         baseline = raw_redis(redis.url, args.quick)
         say(
@@ -114,6 +119,11 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
             result = run_against("ours", redis, no_view)
             say("view: false " + brief(result))
             runs["ours_no_view"].append(result)
+            # The minimal server on uvloop: what the event loop alone is worth (`orchestra serve` runs
+            # uvicorn under asyncio.run, so on the default asyncio loop, like the minimal server above).
+            result = run_against("minimal", redis, config, args=("--loop", "uvloop"))
+            say("uvloop " + brief(result))
+            runs["minimal_uvloop"].append(result)
         durability = redis.durability
 
     def best(kind: str) -> float:
@@ -122,6 +132,10 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     def median(kind: str) -> float:
         rates = sorted(r["commands_per_s"] for r in runs[kind])
         return rates[len(rates) // 2] if rates else 0.0
+
+    def cpu_per_command(kind: str) -> float:
+        costs = sorted(r["server"]["cpu_us_per_command"] for r in runs[kind])
+        return costs[len(costs) // 2] if costs else 0.0
 
     ours, minimal = median("ours"), median("minimal")
     figure = ratio(ours, minimal)
@@ -132,6 +146,9 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         "ratio_ours_to_minimal": figure,
         "ratio_no_view_to_minimal": ratio(median("ours_no_view"), minimal),
         "ratio_minimal_to_raw_redis_sequential": ratio(minimal, baseline["sequential"]["appends_per_s"]),
+        "server_cpu_us_per_command": {kind: cpu_per_command(kind) for kind in runs if runs[kind]},
+        # Server CPU per command is steadier than commands/s on a shared machine: minimal's over ours.
+        "ratio_cpu_per_command_minimal_to_ours": ratio(cpu_per_command("minimal"), cpu_per_command("ours")),
         "goal": f"ours >= {GOAL:.0%} of the minimal pipeline's commands/s",
         "goal_met": figure >= GOAL,
         "best_of_rounds": {"ours": best("ours"), "minimal": best("minimal")},
