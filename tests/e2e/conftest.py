@@ -121,8 +121,8 @@ def start_module_server(
     started: list[ServerProcess] = []
     base = tmp_path_factory.mktemp("module-servers")
 
-    def start(redis_url: str | None = e2e_redis, **settings: object) -> ServerProcess:
-        server = ServerProcess(redis_url, base / f"node{len(started)}", **settings)
+    def start(redis_url: str | None = e2e_redis, port: int = 0, **settings: object) -> ServerProcess:
+        server = ServerProcess(redis_url, base / f"node{len(started)}", port, **settings)
         started.append(server)
         return server
 
