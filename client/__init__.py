@@ -8,6 +8,15 @@
 It speaks protocol v1: hello (with `since` to resume), commands answered by id, `events` frames. When the
 connection drops (not when the server refuses it), it reconnects by itself with `since` set to the last
 version it saw and re-sends unanswered commands with their ids, which the server answers once.
+
+HTTP helpers: `await create_game(base_url, ["Ada", "Ben"])` (the seats and their secret tokens, shown
+once), `await get_view(base_url, game_id, at=N)` and `await get_events(base_url, game_id, after=N)`.
+
+Demo bots (`client.bots`): `await play_bot(base_url, game_id, seat_token, pace=(0.5, 1.5), rng_seed=1,
+max_placements=12)` places random legal tokens (the domain's own `legal_spaces` on the layout of the
+game's `GameCreated`, with Rare Strings materials when needed, worker skill 1..8) at that pace until the
+game ends or the quota is done; the bot of seat 0 then ends the game. `orchestra demo` runs three of
+them (Ada, Ben, Cy) against a server it starts, and prints the link to watch them.
 """
 
 from client.http import create_game, get_events, get_view

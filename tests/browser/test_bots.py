@@ -22,7 +22,7 @@ async def test_three_bots_play_a_whole_legal_game(server: ServerProcess) -> None
     game_id, tokens = await new_game(server.url)
     results = await play_bots(server.url, game_id, tokens, pace=(0.0, 0.01), placements=15, seed=21)
 
-    assert results[0].ended_game and all(result.game_over for result in results)
+    assert results[0].ended_game and all(r.game_over or r.placed == 15 for r in results)
     assert all(set(result.rejections) <= TOLERATED | {"game_over"} for result in results)
     assert results[0].placed == 15
     envelopes = await get_events(server.url, game_id)

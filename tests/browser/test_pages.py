@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 from browser_support import (
+    CHAIRS_JS,
     LOG_JS,
     chairs_in,
     check_legal_history,
@@ -33,6 +34,14 @@ COUNT_FLASHES_JS = """() => {
     for (const change of changes) if (change.target.classList?.contains('flash')) window.flashes += 1;
   }).observe(document.body, {subtree: true, attributes: true, attributeFilter: ['class']});
 }"""
+
+# Records, in the page, the chairs the board shows each time it is drawn at a new version.
+SNAPSHOT_BOARD_JS = """() => {
+  window.snapshots = {};
+  const board = document.querySelector('#board');
+  new MutationObserver(() => { window.snapshots[board.dataset.version] = (CHAIRS)(); })
+    .observe(board, {attributes: true, attributeFilter: ['data-version']});
+}""".replace("CHAIRS", CHAIRS_JS)
 
 
 async def log_of(page: Any) -> list[dict[str, Any]]:
@@ -66,16 +75,10 @@ async def test_the_watch_page_draws_a_game_bots_play_as_its_events_arrive(
     assert await page.locator("#board [data-space]").count() == 14
     assert await page.locator("#board [data-chair-seat], #board [data-chair-seats]").count() == 0
     await page.evaluate(COUNT_FLASHES_JS)
+    await page.evaluate(SNAPSHOT_BOARD_JS)
 
-    bots = asyncio.ensure_future(play_bots(server.url, game_id, tokens, pace=(0.05, 0.15), placements=6))
-    # While the bots play, the board follows: some chair is shown before the game is over.
-    await page.wait_for_selector("#board [data-chair-seat], #board [data-chair-seats]", timeout=10_000)
-    assert not bots.done()
-    middle = await get_view(server.url, game_id)
-    results = await bots
+    results = await play_bots(server.url, game_id, tokens, pace=(0.05, 0.15), placements=6)
     assert results[0].ended_game
-    assert middle["version"] < (await get_view(server.url, game_id))["version"]
-
     envelopes = await get_events(server.url, game_id)
     assert envelopes[-1]["event"]["type"] == "GameEnded"
     entries = await wait_for_log(page, len(envelopes))
@@ -84,10 +87,18 @@ async def test_the_watch_page_draws_a_game_bots_play_as_its_events_arrive(
     await wait_for_chairs(page, final)
     assert await page.locator("#board").get_attribute("data-version") == str(final["version"])
     assert await page.evaluate("window.flashes") > 0, "changes are animated"
+    # The board changed as the events arrived, and showed at each version the chairs the server had then.
+    snapshots = await page.evaluate("window.snapshots")
+    shown = sorted(int(version) for version in snapshots)
+    assert len(shown) >= 4 and shown[-1] == final["version"], shown
+    for version in shown:
+        expected = chairs_in(await get_view(server.url, game_id, at=version))
+        assert snapshots[str(version)] == expected, version
     scores = await page.locator("#scores tbody tr").all_inner_texts()
     for score, row in zip(final["scores"], scores, strict=True):
         assert str(score["prestige"]) in row
     check_legal_history(envelopes)
+    await page.wait_for_function("() => !document.querySelector('.flash')")
     await screenshot(page, "watch")
 
 
@@ -138,6 +149,7 @@ async def test_the_replay_page_shows_the_view_at_the_version_it_is_moved_to(
     await shows(middle)
     entries = sorted(await log_of(page), key=lambda entry: entry["version"])
     check_log(entries, envelopes, ["Ada", "Ben", "Cy"])
+    await page.wait_for_function("() => !document.querySelector('.flash')")
     await screenshot(page, "replay")
 
 
