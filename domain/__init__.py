@@ -17,7 +17,7 @@ from domain.errors import (
     StaleVersion,
     UnknownGame,
 )
-from domain.game import Game, Seated, SpaceState, decide, evolve, ranking, scores
+from domain.game import Game, Seated, SpaceState, decide, evolve, fold, ranking, scores
 from domain.layout import Layout, LayoutError, SpaceDef, parse_layout
 from domain.layouts import BUILTIN_LAYOUTS, STANDARD
 from domain.messages import (
@@ -83,6 +83,7 @@ __all__ = [
     "decide",
     "describe",
     "evolve",
+    "fold",
     "legal_spaces",
     "parse_layout",
     "ranking",

@@ -8,6 +8,7 @@ than a new one.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from itertools import islice
 from typing import Literal
 
 import msgspec
@@ -22,6 +23,7 @@ from domain import (
     Seated,
     SpaceState,
     evolve,
+    fold,
     scores,
 )
 
@@ -93,11 +95,9 @@ def apply(board: Board, event: Event) -> Board:
 
 
 def project(events: Iterable[Event], start: Board | None = None) -> Board:
-    """Fold `events` onto `start` (a new board when None)."""
-    board = Board() if start is None else start
-    for event in events:
-        board = apply(board, event)
-    return board
+    """Fold `events` onto `start` (a new board when None), rendering the view once at the end."""
+    game = fold(events, None if start is None else start.game)
+    return Board(game, render(game))
 
 
 def render(game: Game) -> View:
@@ -119,12 +119,7 @@ def render(game: Game) -> View:
 
 def view_at(events: Iterable[Event], version: int) -> View:
     """The view as it was after event number `version` (GameCreated is version 1)."""
-    board = Board()
-    for event in events:
-        if board.version >= version:
-            break
-        board = apply(board, event)
-    return board.view
+    return project(islice(events, max(0, version))).view
 
 
 def _render_space(held: SpaceState, kind: Literal["standard", "rare"]) -> SpaceView:

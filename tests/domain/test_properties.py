@@ -409,6 +409,18 @@ def test_folding_the_events_again_gives_the_same_state(played: Played) -> None:
 
 
 @FEW
+@given(GAMES, st.data())
+def test_the_one_pass_fold_equals_evolving_event_by_event_from_any_start(
+    played: Played, data: st.DataObject
+) -> None:
+    """`fold` is the replay fast path; it must never drift from `evolve`."""
+    assert domain.fold(played.events) == played.final
+    split = data.draw(st.integers(0, len(played.events)))
+    start = functools.reduce(evolve, played.events[:split], domain.Game())
+    assert domain.fold(played.events[split:], start) == played.final
+
+
+@FEW
 @given(GAMES)
 def test_the_incremental_view_equals_the_rendered_and_the_projected_view(played: Played) -> None:
     board = Board()
