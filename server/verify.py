@@ -25,7 +25,7 @@ from domain import (
     decide,
 )
 from domain.rules import doubles
-from domain.vocabulary import DOUBLING_SKILL, MATERIAL_CHOICE, MATERIALS, Material
+from domain.vocabulary import DOUBLING_SKILL, MATERIAL_CHOICE, MATERIALS, RULES_VERSION, Material
 from projections import Board, View, apply
 from server import envelope
 
@@ -85,6 +85,12 @@ def _envelope_problem(item: envelope.Envelope, version: int, head: str, game_id:
 def _rule_problem(board: Board, event: Event, command_id: str, seat: int | None) -> str | None:
     """Decide again the command an event records; None when the rules give exactly that event."""
     if isinstance(event, GameCreated):
+        # Every later event is decided again with this verifier's rules: a game recorded under other
+        # rules cannot be vouched for by them (and a rewritten rules_version must not pass unnoticed).
+        if event.rules_version != RULES_VERSION:
+            return (
+                f"recorded under rules version {event.rules_version}; these are rules version {RULES_VERSION}"
+            )
         return None
     command = _command_of(board, event, command_id or "verify")
     if command is None:
