@@ -204,6 +204,11 @@ async def test_player_names_are_shown_as_text_and_never_run(server: ServerProces
         assert hostile[0] in shown and hostile[1] in shown, path
         assert await page.evaluate("typeof window.pwned") == "undefined", path
         assert await page.locator("main img, main script").count() == 0, path
+        if path == "/":  # the list of games: the game's players, version, state and links
+            row = page.locator(f'tr[data-game="{game_id}"]')
+            assert await row.locator("td.version").inner_text() == "5"
+            assert await row.locator("td.ended").count() == 1
+            assert await row.locator("a").first.get_attribute("href") == f"/games/{game_id}/watch"
 
 
 async def test_a_private_game_is_watched_with_the_token_in_the_fragment(
