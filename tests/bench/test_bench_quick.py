@@ -1,7 +1,7 @@
 """Every benchmark runs in --quick mode and leaves a sane JSON result (no timing assertions: the machines
 are shared and noisy; benchmarks are measured, not tested).
 
-The benchmarks run as `python -m bench <name> --quick` child processes, two at a time, each starting its
+The benchmarks run as `python -m bench <name> --quick` child processes, three at a time, each starting its
 own redis-server on a free port; their results go to a temporary directory, never to bench/results/.
 """
 
@@ -21,7 +21,7 @@ from server.embedded_redis import find_redis_server
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMES = ["throughput", "latency", "fanout", "replay", "memory", "scaling", "store"]
-PARALLEL = 2
+PARALLEL = 3
 TIMEOUT = 150.0
 
 
