@@ -10,7 +10,7 @@ import asyncio
 from collections.abc import AsyncIterator, Mapping, Sequence
 
 from server.envelope import Record
-from server.store import Appended, ConcurrencyConflict, GameExists, GameNotFound
+from server.store import Appended, ConcurrencyConflict, GameExists, GameNotFound, StoreError
 
 
 class _Game:
@@ -63,6 +63,18 @@ class MemoryEventStore:
         game.commands[command_key] = outcome
         await self._notify()
         return outcome
+
+    async def append_many(
+        self, batch: Sequence[tuple[str, int, Sequence[bytes], str]]
+    ) -> list[Appended | StoreError]:
+        """Several appends in order, each with its own result or error."""
+        results: list[Appended | StoreError] = []
+        for game_id, expected, envelopes, command_key in batch:
+            try:
+                results.append(await self.append(game_id, expected, envelopes, command_key))
+            except StoreError as exc:
+                results.append(exc)
+        return results
 
     async def outcome(self, game_id: str, command_key: str) -> Appended | None:
         """The recorded outcome of an accepted command key (duplicate=True), or None."""

@@ -46,24 +46,31 @@ _UNAVAILABLE: tuple[type[BaseException], ...] = (
 )
 
 
+_DRIVER_ERRORS: tuple[type[BaseException], ...] = (*_UNAVAILABLE, rx.RedisError)
+
+
 @contextmanager
 def _boundary(game_id: str = "", expected: int = 0) -> Iterator[None]:
     """Translate driver errors into the port's errors, here and nowhere else."""
     try:
         yield
-    except _UNAVAILABLE as exc:
-        raise StoreUnavailable(f"redis: {exc}") from exc
-    except rx.ResponseError as exc:
-        message = str(exc)
+    except _DRIVER_ERRORS as exc:
+        raise _translate(exc, game_id, expected) from exc
+
+
+def _translate(exc: BaseException, game_id: str = "", expected: int = 0) -> StoreError:
+    """The port's error for a driver error (raised, or returned inside a pipeline's replies)."""
+    if isinstance(exc, _UNAVAILABLE):
+        return StoreUnavailable(f"redis: {exc}")
+    message = str(exc)
+    if isinstance(exc, rx.ResponseError):
         if message.startswith("CONFLICT "):
-            raise ConcurrencyConflict(game_id, expected, int(message.split()[1])) from exc
+            return ConcurrencyConflict(game_id, expected, int(message.split()[1]))
         if message.startswith("NOGAME"):
-            raise GameNotFound(game_id, expected) from exc
+            return GameNotFound(game_id, expected)
         if message.startswith("EXISTS"):
-            raise GameExists(game_id) from exc
-        raise StoreError(f"redis: {message}") from exc
-    except rx.RedisError as exc:
-        raise StoreError(f"redis: {exc}") from exc
+            return GameExists(game_id)
+    return StoreError(f"redis: {message}")
 
 
 def _version_of(entry_id: bytes) -> int:
@@ -158,6 +165,40 @@ class RedisEventStore:
                 keys=[events_key(game_id), commands_key(game_id)], args=[expected, command_key, *envelopes]
             )
         return Appended(int(first), int(last), bool(duplicate))
+
+    async def append_many(
+        self, batch: Sequence[tuple[str, int, Sequence[bytes], str]]
+    ) -> list[Appended | StoreError]:
+        """Several appends (game, expected, envelopes, command key) in one pipelined round trip.
+
+        Each is its own atomic script call, run in order; each gets its own result or error, as `append`
+        would give it. A connection failure answers every one with StoreUnavailable.
+        """
+        if len(batch) == 1:
+            try:
+                return [await self.append(*batch[0])]
+            except StoreError as exc:
+                return [exc]
+        pipe = self._client.pipeline(transaction=False)
+        for game_id, expected, envelopes, command_key in batch:
+            # EVAL, not EVALSHA: Redis caches the compiled script by its hash anyway, and a pipeline then
+            # never meets NOSCRIPT after a Redis restart.
+            pipe.eval(
+                APPEND, 2, events_key(game_id), commands_key(game_id), expected, command_key, *envelopes
+            )
+        try:
+            with _boundary():
+                replies = await pipe.execute(raise_on_error=False)
+        except StoreError as exc:
+            return [exc for _ in batch]
+        results: list[Appended | StoreError] = []
+        for (game_id, expected, _, _), reply in zip(batch, replies, strict=True):
+            if isinstance(reply, BaseException):
+                results.append(_translate(reply, game_id, expected))
+            else:
+                first, last, duplicate = reply
+                results.append(Appended(int(first), int(last), bool(duplicate)))
+        return results
 
     async def outcome(self, game_id: str, command_key: str) -> Appended | None:
         """The recorded outcome of an accepted command key (duplicate=True), or None.

@@ -7,22 +7,21 @@ so two nodes sharing one Redis never lose or duplicate a command.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import os
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
 import msgspec
 
-from domain import CreateGame, Game, Rejected, UnknownGame, decide
+from domain import CreateGame, Game, decide
 from domain.messages import EndGame, Event, Place
 from projections import View, project
 from server import auth, envelope
+from server.committer import Committer, Outcome
 from server.envelope import Envelope, Record
 from server.live import GapError, Listener, LiveGame
-from server.store import Appended, ConcurrencyConflict, EventStore, StoreUnavailable
+from server.store import Appended, EventStore, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -49,13 +48,6 @@ class Created(msgspec.Struct, frozen=True, omit_defaults=True):
     watch_token: str | None = None
 
 
-class Outcome(msgspec.Struct, frozen=True):
-    """An accepted command: its last version and its envelopes as stored."""
-
-    version: int
-    envelopes: list[bytes]
-
-
 class GameService:
     """Decides commands against the cached state of each game and appends them to the store."""
 
@@ -79,7 +71,7 @@ class GameService:
         self.games: OrderedDict[str, LiveGame] = OrderedDict()
         self.pinned: Callable[[str], bool] = lambda game_id: False
         self.listeners: list[Listener] = []
-        self._locks: dict[str, asyncio.Lock] = {}
+        self.committer = Committer(self)
 
     async def create(
         self, players: Sequence[str], layout: str = "standard", spectators: str = "public"
@@ -106,7 +98,7 @@ class GameService:
         watch = auth.new_token() if spectators == "token" else None
         if watch is not None:
             credentials[auth.WATCH] = auth.digest(watch)
-        _, data = self._envelopes(
+        _, data = self.envelopes(
             game_id, 0, envelope.GENESIS, f"create:{auth.new_token()[:16]}", None, [event]
         )
         await self.store.create(game_id, data[0], credentials)
@@ -125,7 +117,7 @@ class GameService:
         game = self.games.get(game_id)
         if game is None:
             game = LiveGame(game_id)
-            await self._catch_up(game)
+            await self.catch_up(game)
             if game.version == 0:
                 return None
             game = self.games.setdefault(game_id, game)
@@ -133,7 +125,7 @@ class GameService:
             self._evict()
         else:
             self.games.move_to_end(game_id)
-            if refresh and not await self._catch_up(game):
+            if refresh and not await self.catch_up(game):
                 # The stream is gone (the game was archived): forget it here too.
                 del self.games[game_id]
                 return None
@@ -143,47 +135,15 @@ class GameService:
         """Forget the least recently used games beyond the cap (they reload from the stream on use)."""
         excess = len(self.games) - self.max_live_games
         for game_id in list(self.games)[: max(0, excess)]:
-            lock = self._locks.get(game_id)
-            if not self.pinned(game_id) and (lock is None or not lock.locked()):
+            if not self.pinned(game_id) and game_id not in self.committer.busy:
                 del self.games[game_id]
-                self._locks.pop(game_id, None)
 
     async def handle(self, game_id: str, command: Place | EndGame) -> Outcome:
-        """Decide and append one command, or return the first outcome of its id.
+        """Decide and append one command, or return the first outcome of its id (group-committed).
 
         Raises: Rejected, StoreUnavailable.
         """
-        key = f"{command.seat}:{command.id}"
-        lock = self._locks.setdefault(game_id, asyncio.Lock())
-        async with lock:
-            game = await self.live(game_id)
-            if game is None:
-                raise UnknownGame("no such game")
-            for _ in range(self.retries + 1):
-                try:
-                    events = decide(game.board.game, command)
-                except Rejected:
-                    # The id is checked before the command is decided: an accepted id keeps its answer.
-                    prior = await self.store.outcome(game_id, key)
-                    if prior is None:
-                        raise
-                    return await self._replay(game, prior)
-                items, data = self._envelopes(
-                    game_id, game.version, game.head, command.id, command.seat, events
-                )
-                try:
-                    appended = await self.store.append(game_id, game.version, data, key)
-                except ConcurrencyConflict:
-                    await self._catch_up(game)
-                    continue
-                if appended.duplicate:
-                    return await self._replay(game, appended)
-                if self.failpoint == "exit_after_append":
-                    os._exit(3)  # a crash between the append and the broadcast, for reliability tests
-                records = [Record(item.version, d) for item, d in zip(items, data, strict=True)]
-                game.ingest(records, items)  # already decoded: the envelopes were built here
-                return Outcome(appended.last, data)
-            raise StoreUnavailable(f"game {game_id}: too many concurrent writers, retry with the same id")
+        return await self.committer.submit(game_id, command)
 
     async def history(self, game_id: str, after: int = 0, until: int | None = None) -> list[Record]:
         """Stored records after+1..until. Raises: StoreUnavailable."""
@@ -194,12 +154,12 @@ class GameService:
         records = await self.store.read(game_id, 0, version)
         return project(envelope.decode(r.data).event for r in records).view
 
-    async def _replay(self, game: LiveGame, prior: Appended) -> Outcome:
-        records = await self.store.read(game.game_id, prior.first - 1, prior.last)
-        await self._catch_up(game)
+    async def replay(self, game_id: str, prior: Appended) -> Outcome:
+        """The answer an accepted command got, read back from the store. Raises: StoreUnavailable."""
+        records = await self.store.read(game_id, prior.first - 1, prior.last)
         return Outcome(prior.last, [r.data for r in records])
 
-    async def _catch_up(self, game: LiveGame) -> bool:
+    async def catch_up(self, game: LiveGame) -> bool:
         """Fold in what the stream holds past this node's version; False when the stream is gone."""
         # Reading from the last known version itself (not after it) tells a quiet game from a deleted one.
         after = max(0, game.version - 1)
@@ -210,7 +170,7 @@ class GameService:
             raise StoreUnavailable(f"game {game.game_id}: stream read out of order") from None
         return bool(records) or game.version == 0
 
-    def _envelopes(
+    def envelopes(
         self, game_id: str, version: int, head: str, command_id: str, seat: int | None, events: list[Event]
     ) -> tuple[list[Envelope], list[bytes]]:
         at = self.clock()

@@ -74,6 +74,14 @@ class EventStore(Protocol):
         Raises: ConcurrencyConflict, StoreUnavailable.
         """
 
+    async def append_many(
+        self, batch: Sequence[tuple[str, int, Sequence[bytes], str]]
+    ) -> list[Appended | StoreError]:
+        """Several appends (game, expected, envelopes, command key) in one round trip where the store can.
+
+        Each is atomic on its own and gets its own result or error, exactly as `append` would give it.
+        """
+
     async def outcome(self, game_id: str, command_key: str) -> Appended | None:
         """The recorded outcome of an accepted command key (duplicate=True), or None if never accepted.
 

@@ -192,6 +192,28 @@ async def test_a_deleted_game_is_gone_with_its_credentials_and_command_records(s
         await bounded(store.append(game_id, 3, [env(4)], "after-delete"))
 
 
+async def test_append_many_runs_each_append_in_order_with_its_own_outcome(store: EventStore) -> None:
+    one, two = await game(store), await game(store, 2)
+    results = await bounded(
+        store.append_many(
+            [
+                (one, 1, [env(2)], "a"),
+                (two, 2, [env(3), env(4)], "b"),
+                (one, 2, [env(3)], "c"),  # sees the first one's write: versions chain within the round
+                (one, 2, [env(9)], "d"),  # now stale: a conflict, and nothing written
+                (two, 4, [env(9)], "b"),  # a repeated key: its first outcome, nothing written
+                (new_id(), 0, [env(1)], "e"),  # never created
+            ]
+        )
+    )
+    assert results[:3] == [Appended(2, 2), Appended(3, 4), Appended(3, 3)]
+    assert isinstance(results[3], ConcurrencyConflict) and results[3].actual == 3
+    assert results[4] == Appended(3, 4, duplicate=True)
+    assert isinstance(results[5], GameNotFound)
+    assert await bounded(store.read(one)) == records(1, 2, 3)
+    assert await bounded(store.read(two)) == records(1, 2, 3, 4)
+
+
 async def test_ping_answers_true(store: EventStore) -> None:
     assert await bounded(store.ping()) is True
 
