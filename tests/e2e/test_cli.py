@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
-from tests_e2e_support import PERF, STRINGS, new_game
+from tests_e2e_support import PERF, STRINGS, expect_accepted, new_game
 
 from client import GameClient
 
@@ -87,7 +87,7 @@ async def test_export_prints_the_same_ndjson_as_the_events_route(cli_server: Any
     game_id, tokens = await new_game(cli_server.url, ["Ada", "Ben"])
     async with await GameClient.connect(cli_server.url, game_id, tokens[1], reconnect=False) as ben:
         for token, space in ((PERF, "viola"), (STRINGS, "viola"), (PERF, "clarinet")):
-            assert (await ben.place(token, space))["type"] == "accepted"
+            expect_accepted(await ben.place(token, space))
     done = await orchestra("export", game_id, "--server", cli_server.url)
     assert done.returncode == 0, done.stderr
     async with httpx.AsyncClient(base_url=cli_server.url) as http:

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import jsonschema
 import pytest
-from tests_e2e_support import PERF, STRINGS, new_game
+from tests_e2e_support import PERF, STRINGS, expect_accepted, new_game
 
 from client import ConnectionRefused, GameClient, get_events
 
@@ -221,7 +221,7 @@ async def test_metrics_count_commands_by_outcome_and_code(http: httpx.AsyncClien
     game_id, tokens = await new_game(api.url, ["Ada"])
     async with await GameClient.connect(api.url, game_id, tokens[0], reconnect=False) as ada:
         for space in ("viola", "clarinet", "timpani"):
-            assert (await ada.place(PERF, space))["type"] == "accepted"
+            expect_accepted(await ada.place(PERF, space))
         assert (await ada.place(STRINGS, "oboe"))["code"] == "illegal_space"
     response = await http.get("/metrics")
     assert response.status_code == 200 and response.headers["content-type"].startswith("text/plain")

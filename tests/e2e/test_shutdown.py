@@ -10,7 +10,7 @@ from typing import Any
 
 import psutil
 import pytest
-from tests_e2e_support import PERF, STRINGS, assert_clean_logs, new_game
+from tests_e2e_support import PERF, STRINGS, assert_clean_logs, expect_accepted, new_game
 
 from client import ConnectionRefused, GameClient, get_events, get_view
 
@@ -48,7 +48,7 @@ async def test_sigterm_closes_every_client_with_1012_and_exits_within_seconds(st
     watchers = [await GameClient.connect(server.url, game_id, reconnect=False) for _ in range(2)]
     clients = [*players, *watchers]
     try:
-        assert (await players[0].place(PERF, "viola"))["type"] == "accepted"
+        expect_accepted(await players[0].place(PERF, "viola"))
         elapsed = await sigterm(server)
         codes = [await close_code(c) for c in clients]
         assert codes == [SERVICE_RESTART] * len(clients)
@@ -130,8 +130,8 @@ async def test_the_embedded_redis_keeps_every_game_across_a_restart_and_stops_wi
     game_id, tokens = await new_game(first.url, ["Ada", "Ben", "Cy"])
     async with await GameClient.connect(first.url, game_id, tokens[0], reconnect=False) as ada:
         for space in ("viola", "clarinet", "timpani"):
-            assert (await ada.place(PERF, space))["type"] == "accepted"
-        assert (await ada.end_game())["type"] == "accepted"
+            expect_accepted(await ada.place(PERF, space))
+        expect_accepted(await ada.end_game())
     events = await get_events(first.url, game_id)
     view = await get_view(first.url, game_id)
     assert len(events) == 5

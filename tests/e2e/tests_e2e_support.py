@@ -19,6 +19,12 @@ async def new_game(url: str, players: list[str], **options: str) -> tuple[str, l
     return created["game_id"], [seat["token"] for seat in created["seats"]]
 
 
+def expect_accepted(answer: dict[str, Any]) -> dict[str, Any]:
+    """The answer, which must be `accepted` (else the assertion shows it)."""
+    assert answer["type"] == "accepted", answer
+    return answer
+
+
 async def next_answer(client: GameClient, timeout: float = 5.0) -> dict[str, Any]:
     """The next `accepted` or `rejected` frame that `send` did not claim (live `events` are skipped)."""
 
