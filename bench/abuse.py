@@ -4,7 +4,7 @@
     python -m bench.abuse --seconds 8 --hello-timeout 2 --queue-limit 50    # the CI size
 
 It starts its own redis-server and `orchestra serve` on free loopback ports with the protocol's default
-limits. A probe, a separate process so
+limits, except placements per game (unlimited: a slow reader's game must be able to outgrow its queue). A probe, a separate process so
 the abusers' CPU does not sit in its event loop, plays one game at a steady `--rate` of placements and
 records each command's round trip: first alone (the baseline), then while these run at once:
 
@@ -51,6 +51,8 @@ ABUSE_ENV = {
     "ORCHESTRA_RATE_PER_SECOND": "50",
     "ORCHESTRA_RATE_BURST": "100",
     "ORCHESTRA_QUEUE_LIMIT": "1000",
+    # Unlimited placements, so the slow readers' game outgrows an outgoing queue of the default size.
+    "ORCHESTRA_MAX_PLACEMENTS": "1000000",
 }
 
 
