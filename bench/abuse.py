@@ -4,9 +4,10 @@
     python -m bench.abuse --seconds 8 --hello-timeout 2 --queue-limit 50    # the CI size
 
 It starts its own redis-server and `orchestra serve` on free loopback ports with the protocol's default
-limits, except placements per game (unlimited: a slow reader's game must be able to outgrow its queue). A probe, a separate process so
-the abusers' CPU does not sit in its event loop, plays one game at a steady `--rate` of placements and
-records each command's round trip: first alone (the baseline), then while these run at once:
+limits, except placements per game (unlimited: a slow reader's game must be able to outgrow its
+queue). A probe, a separate process so the abusers' CPU does not sit in its event loop, plays one game
+at a steady `--rate` of placements and records each command's round trip: first alone (the baseline),
+then while these run at once:
 
 - silent: `--silent` connections that never say hello (closed 1008 after the hello timeout);
 - slow readers: spectators with a tiny receive buffer that never read a busy game (closed 1013 once
