@@ -141,10 +141,7 @@ def _server_option(parser: argparse.ArgumentParser) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
-    from server import logs
-    from server.app import create_app
+    from server import logs, runner
     from server.config import from_env
 
     try:
@@ -158,31 +155,12 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"orchestra: {exc}", file=sys.stderr)
         return 2
     logs.setup(settings.log_level)
-    config = uvicorn.Config(
-        create_app(settings),
-        host=settings.host,
-        port=settings.port,
-        ws="websockets-sansio",
-        # Frames up to the limit are read and, when too large, refused politely (too_large); far larger
-        # ones are cut off by the protocol layer itself (close 1009) before they are buffered whole.
-        ws_max_size=max(4 * settings.max_frame_bytes, 64 * 1024),
-        lifespan="on",
-        log_config=None,
-        timeout_graceful_shutdown=5,
-    )
-    server = uvicorn.Server(config)
+    server = runner.uvicorn_server(settings)
 
     async def announce() -> None:
-        while not server.started:
-            if server.should_exit:
-                return
-            await asyncio.sleep(0.05)
-        for listener in server.servers:
-            for sock in listener.sockets:
-                host, port = sock.getsockname()[:2]
-                shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-                print(f"Orchestra server running at http://{shown}:{port}/", flush=True)
-                return
+        url = await runner.started_url(server)
+        if url is not None:
+            print(f"Orchestra server running at {url}/", flush=True)
 
     async def run() -> None:
         watcher = asyncio.create_task(announce())
@@ -191,12 +169,12 @@ def _serve(args: argparse.Namespace) -> int:
         finally:
             watcher.cancel()
 
-    asyncio.run(run())
+    runner.run(run())
     return 0 if server.started else 1
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from server import logs
+    from server import logs, runner
     from server.config import from_env
     from server.demo import DemoOptions, run_demo
 
@@ -221,7 +199,7 @@ def _demo(args: argparse.Namespace) -> int:
         exit_when_done=args.exit_when_done,
     )
     try:
-        asyncio.run(run_demo(settings, options))
+        runner.run(run_demo(settings, options))
     except KeyboardInterrupt:
         return 0
     return 0

@@ -33,7 +33,9 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # Games held folded in memory; the least recently used unfollowed ones are reloaded when needed.
     max_live_games: int = 10_000
     log_level: str = "info"
-    # Test only: a named failpoint to trigger (for example "after_append_exit").
+    # permessage-deflate on websockets: saves bandwidth on slow links, costs CPU per recipient per frame.
+    ws_compression: bool = False
+    # Test only: a named failpoint to trigger (for example "exit_after_append").
     failpoint: str | None = None
 
 

@@ -13,12 +13,10 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-import uvicorn
-
 from client import create_game
 from client.bots import BotResult, play_bot
-from server.app import create_app
 from server.config import Settings
+from server.runner import started_url, uvicorn_server
 
 PLAYERS = ["Ada", "Ben", "Cy"]
 log = logging.getLogger(__name__)
@@ -36,21 +34,11 @@ class DemoOptions:
 
 async def run_demo(settings: Settings, options: DemoOptions) -> list[BotResult]:
     """Serve, create the bots' game, print its links, let the bots play it, then serve on until stopped."""
-    config = uvicorn.Config(
-        create_app(settings),
-        host=settings.host,
-        port=settings.port,
-        ws="websockets-sansio",
-        ws_max_size=max(4 * settings.max_frame_bytes, 64 * 1024),
-        lifespan="on",
-        log_config=None,
-        timeout_graceful_shutdown=2,
-    )
-    server = uvicorn.Server(config)
+    server = uvicorn_server(settings, graceful_seconds=2)
     serving = asyncio.create_task(server.serve())
     results: list[BotResult] = []
     try:
-        base = await _started(server, serving)
+        base = await started_url(server, serving)
         if base is None:
             return results
         created = await create_game(base, PLAYERS)
@@ -91,17 +79,3 @@ async def run_demo(settings: Settings, options: DemoOptions) -> list[BotResult]:
         with contextlib.suppress(asyncio.CancelledError):
             await serving
     return results
-
-
-async def _started(server: uvicorn.Server, serving: asyncio.Task[None]) -> str | None:
-    """The server's base URL once it listens; None if it stopped first."""
-    while not server.started:
-        if serving.done():
-            return None
-        await asyncio.sleep(0.05)
-    for listener in server.servers:
-        for sock in listener.sockets:
-            host, port = sock.getsockname()[:2]
-            shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-            return f"http://{shown}:{port}"
-    return None  # pragma: no cover - a started server always listens

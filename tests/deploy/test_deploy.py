@@ -43,9 +43,12 @@ ENV_NAME = re.compile(r"\bORCHESTRA_[A-Z][A-Z0-9_]*\b")
 
 def graceful_shutdown_seconds() -> int:
     """uvicorn's graceful shutdown timeout as `orchestra serve` sets it."""
-    found = re.search(r"timeout_graceful_shutdown=(\d+)", (ROOT / "server" / "cli.py").read_text())
-    assert found is not None
-    return int(found.group(1))
+    from server.config import Settings
+    from server.runner import uvicorn_server
+
+    seconds = uvicorn_server(Settings()).config.timeout_graceful_shutdown
+    assert seconds is not None
+    return int(seconds)
 
 
 def manifests() -> list[dict[str, Any]]:
