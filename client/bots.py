@@ -25,6 +25,8 @@ from domain.vocabulary import CONSOLATIONS, ERAS, FAMILIES, MATERIALS
 
 # Rejections a bot shrugs off and goes on after: the server was busy, or the command lost a race.
 TOLERATED = frozenset({"rate_limited", "unavailable", "stale_version"})
+# A bot gives up after this many tolerated rejections in a row: the server is not coming back soon.
+MAX_REJECTIONS_IN_A_ROW = 20
 
 
 @dataclass
@@ -88,22 +90,28 @@ async def play_bot(
     """Play random legal placements for the seat of `token` until the game ends or the quota is done.
 
     The bot of seat 0 ends the game after its quota. Raises: ConnectionRefused (bad token or game),
-    httpx.HTTPStatusError (the layout could not be read).
+    httpx.HTTPStatusError (the layout could not be read), RuntimeError (a legal placement was refused
+    as illegal, or the server refused MAX_REJECTIONS_IN_A_ROW placements in a row).
     """
     rng = random.Random(rng_seed)
     layout = await read_layout(base_url, game_id, token)
     async with await GameClient.connect(base_url, game_id, token, view=False) as game:
         result = BotResult(seat=game.seat)
+        in_a_row = 0
         while result.placed < max_placements and not _ended(game):
-            await asyncio.sleep(rng.uniform(*pace))
+            await asyncio.sleep(rng.uniform(*pace) + min(0.05 * in_a_row, 1.0))
             if _ended(game):
                 break
             frame = random_placement(layout, rng)
             answer = await game.place(frame.pop("token"), frame.pop("space"), **frame)
             if answer["type"] == "accepted":
                 result.placed += 1
+                in_a_row = 0
                 continue
             result.rejections.append(answer["code"])
+            in_a_row += 1
+            if in_a_row >= MAX_REJECTIONS_IN_A_ROW:
+                raise RuntimeError(f"bot of seat {game.seat}: {in_a_row} rejections in a row: {answer}")
             if answer["code"] == "game_over":
                 result.game_over = True
                 break
