@@ -174,36 +174,48 @@ def fold(events: Iterable[Event], state: Game | None = None) -> Game:
     Game per event costs ~10x the decoding of the event, so this keeps local accumulators and freezes
     them once at the end. A property test holds it equal to `evolve`.
     """
-    game = Game() if state is None else state
-    work = _Work(game)
+    work = _Work(Game() if state is None else state)
+    spaces, resources = work.spaces, work.resources
+    placements = 0
     for event in events:
         if type(event) is PlacedBelowLine:
-            space = work.spaces[event.space]
-            space.below.append(Seated(event.seat, event.token))
-            space.count(event.seat, event.token)
-            work.gain(event.seat, event.consolation)
-        elif type(event) is ChairClaimed or type(event) is ChairStolen:
-            space = work.spaces[event.space]
+            gained = event.consolation
             placed = Seated(event.seat, event.token)
+            space = spaces[event.space]
+            space.below.append(placed)
+        elif type(event) is ChairClaimed or type(event) is ChairStolen:
+            gained = event.bonus
+            placed = Seated(event.seat, event.token)
+            space = spaces[event.space]
             if space.rare:
                 space.chairs.append(placed)
             else:
-                if space.chair is not None:
-                    space.below.append(space.chair)
-                    space.held[space.chair.seat] -= 1
+                holder = space.chair
+                if holder is not None:
+                    space.below.append(holder)
+                    space.held[holder.seat] -= 1
                 space.chair = placed
             space.held[placed.seat] += 1
-            space.count(placed.seat, placed.token)
-            work.gain(placed.seat, event.bonus)
         elif type(event) is GameCreated:
+            work.placements += placements
+            work.version += placements
+            placements = 0
             work = _Work(evolve(work.freeze(), event))
+            spaces, resources = work.spaces, work.resources
             continue
         else:
             work.ended = True
             work.version += 1
             continue
-        work.version += 1
-        work.placements += 1
+        seat = placed.seat
+        if type(placed.token) is not InstrumentToken:
+            space.contest[seat] += 1
+        total = resources[seat]
+        for key, amount in gained.items():
+            total[key] = total.get(key, 0) + amount
+        placements += 1
+    work.placements += placements
+    work.version += placements
     return work.freeze()
 
 
@@ -219,10 +231,6 @@ class _Space:
         self.rare = state.rare
         self.contest = list(state.contest)
         self.held = list(state.held)
-
-    def count(self, seat: int, token: Token) -> None:
-        if type(token) is not InstrumentToken:
-            self.contest[seat] += 1
 
     def freeze(self) -> SpaceState:
         return SpaceState(
@@ -243,11 +251,6 @@ class _Work:
         self.version, self.placements, self.ended = game.version, game.placements, game.ended
         self.spaces = {space_id: _Space(held) for space_id, held in game.spaces.items()}
         self.resources = [dict(amounts) for amounts in game.resources]
-
-    def gain(self, seat: int, gained: Amounts) -> None:
-        total = self.resources[seat]
-        for key, amount in gained.items():
-            total[key] = total.get(key, 0) + amount
 
     def freeze(self) -> Game:
         return replace(

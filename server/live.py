@@ -11,13 +11,16 @@ from collections.abc import Callable, Sequence
 
 import msgspec
 
-from projections import Board, apply
+from domain import Event
+from projections import Board, apply, project
 from server import envelope
 from server.envelope import GENESIS, Record
 
 Listener = Callable[["LiveGame", Sequence[Record]], None]
 
 _encode = msgspec.json.Encoder().encode
+# Up to this many new events are applied one by one (each touches one space); more are folded in one pass.
+INCREMENTAL_UP_TO = 8
 
 
 class GapError(Exception):
@@ -54,20 +57,30 @@ class LiveGame:
 
         Returns the number of new records. Raises: GapError if a record skips a version.
         """
-        board, head, last_at = self.board, self.head, self.last_at
+        version = self.board.version
         fresh: list[Record] = []
+        events: list[Event] = []
+        last_at = self.last_at
         for index, record in enumerate(records):
-            if record.version <= board.version:
+            if record.version <= version:
                 continue
-            if record.version != board.version + 1:
-                raise GapError(f"{self.game_id}: got version {record.version} at {board.version}")
+            if record.version != version + 1:
+                raise GapError(f"{self.game_id}: got version {record.version} at {version}")
             env = decoded[index] if decoded is not None else envelope.decode(record.data)
-            board = apply(board, env.event)
-            head = envelope.chain_hash(record.data)
-            last_at = env.at
+            events.append(env.event)
             fresh.append(record)
-        if fresh:
-            self.board, self.head, self.last_at, self._view_json = board, head, last_at, None
-            for listener in self.listeners:
-                listener(self, fresh)
+            last_at = env.at
+            version += 1
+        if not fresh:
+            return 0
+        if len(events) > INCREMENTAL_UP_TO:
+            board = project(events, self.board)  # a load or a catch-up: fold at once, render once
+        else:
+            board = self.board
+            for event in events:
+                board = apply(board, event)
+        self.board, self.last_at, self._view_json = board, last_at, None
+        self.head = envelope.chain_hash(fresh[-1].data)
+        for listener in self.listeners:
+            listener(self, fresh)
         return len(fresh)
