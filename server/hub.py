@@ -32,7 +32,11 @@ TOO_SLOW = 1013
 
 
 class Outbox:
-    """What waits to be written to one connection, bounded; its writer starts once history is sent."""
+    """What waits to be written to one connection, bounded.
+
+    A writer task exists only while there is something to write (an idle connection costs no task), and
+    only once `start` was called (the welcome and any history go out first, directly).
+    """
 
     def __init__(
         self, send: Send, close: Close, limit: int, on_drop: Callable[[], None] | None = None
@@ -40,8 +44,8 @@ class Outbox:
         self._send, self._close, self.limit = send, close, limit
         self._on_drop = on_drop
         self._queue: deque[str] = deque()
-        self._ready = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self.started = False
         self.closed = False
         self.dropped = False
 
@@ -56,12 +60,14 @@ class Outbox:
             self.shut(TOO_SLOW, "too slow to read")
             return
         self._queue.append(text)
-        self._ready.set()
+        if self.started and self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._drain())
 
     def start(self) -> None:
         """Begin writing (after the welcome and any history were sent directly)."""
-        if self._task is None and not self.closed:
-            self._task = asyncio.get_running_loop().create_task(self._run())
+        self.started = True
+        if self._queue and self._task is None and not self.closed:
+            self._task = asyncio.get_running_loop().create_task(self._drain())
 
     def shut(self, code: int, reason: str) -> None:
         """Stop writing and close the connection with `code`."""
@@ -76,23 +82,24 @@ class Outbox:
     async def stop(self) -> None:
         """Stop the writer (the connection is going away)."""
         self.closed = True
-        if self._task is not None:
-            self._task.cancel()
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+                await task
 
-    async def _run(self) -> None:
-        queue, ready = self._queue, self._ready
+    async def _drain(self) -> None:
+        queue = self._queue
         try:
-            while True:
-                while queue:
-                    await self._send(queue.popleft())
-                ready.clear()
-                await ready.wait()
+            while queue:
+                await self._send(queue.popleft())
         except asyncio.CancelledError:
             raise
         except Exception:  # the peer went away mid-write; the receive loop sees the disconnect
             self.closed = True
+        finally:
+            if self._task is asyncio.current_task():
+                self._task = None
 
     async def _close_quietly(self, code: int, reason: str) -> None:
         with contextlib.suppress(Exception):
@@ -146,22 +153,24 @@ class Hub:
                 task.cancel()
 
     def publish(self, game: LiveGame, records: Sequence[Record]) -> None:
-        """Send one batch of new envelopes to every local follower, encoded once for all."""
+        """Send one batch of new envelopes to every local follower, encoded once for all.
+
+        The frames are encoded now (the view is the one after this batch), and handed to the outboxes on
+        the loop's next turn: the commands of the batch get their `accepted` answers first, so a
+        command's sender never waits behind the fan-out to every spectator.
+        """
         followers = self.subscribers.get(game.game_id)
         if not followers:
             return
         envelopes = [msgspec.Raw(r.data) for r in records]
         with_view: str | None = None
         without_view: str | None = None
-        for follower in followers:
-            if follower.wants_view:
-                if with_view is None:
-                    with_view = encode(EventsFrame(envelopes, msgspec.Raw(game.view_json))).decode()
-                follower.outbox.put(with_view)
-            else:
-                if without_view is None:
-                    without_view = encode(HistoryFrame(envelopes)).decode()
-                follower.outbox.put(without_view)
+        if any(f.wants_view for f in followers):
+            with_view = encode(EventsFrame(envelopes, msgspec.Raw(game.view_json))).decode()
+        if not all(f.wants_view for f in followers):
+            without_view = encode(HistoryFrame(envelopes)).decode()
+        # A copy: a connection subscribing before delivery already has this batch in its welcome.
+        asyncio.get_running_loop().call_soon(_deliver, list(followers), with_view, without_view)
 
     async def close(self) -> None:
         """Stop every tail."""
@@ -211,3 +220,10 @@ class Hub:
                 if closing is not None:
                     with contextlib.suppress(Exception):
                         await closing()
+
+
+def _deliver(followers: list[Subscriber], with_view: str | None, without_view: str | None) -> None:
+    for follower in followers:
+        frame = with_view if follower.wants_view else without_view
+        if frame is not None:
+            follower.outbox.put(frame)
