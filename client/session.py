@@ -182,6 +182,8 @@ class GameClient:
         self.view = first["view"]
         if since is None:
             self.version = first["version"]
+        else:  # the caller holds 1..since: a resume before any new envelope must not ask for them again
+            self.version = max(self.version, min(since, first["version"]))
         self._ws = ws
         self._connected.set()
 
