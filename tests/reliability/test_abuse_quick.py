@@ -27,9 +27,10 @@ def test_every_abuse_is_limited_or_closed_and_the_probe_is_still_served(tmp_path
     assert report["server_alive"] and report["log_problems"] == [] and report["abuser_failures"] == []
     assert abuse["silent"]["closes"] == {"1008": 40}
     assert abuse["slow_readers"]["closes"] == {"1013": 4}
-    assert set(abuse["oversized"]["answers"]) == {"too_large"} and set(abuse["oversized"]["closes"]) == {
-        "1009"
-    }
+    # Far over the limit: 1009, or no close frame at all (None) when the server's close raced the
+    # client's sending of the rest of the frame and a TCP reset discarded it.
+    assert set(abuse["oversized"]["answers"]) == {"too_large"}
+    assert "1009" in abuse["oversized"]["closes"] and set(abuse["oversized"]["closes"]) <= {"1009", "None"}
     assert set(abuse["nested"]["answers"]) == {"bad_request"} and abuse["nested"]["closes"] == {}
     assert abuse["command_flood"]["answers"].get("rate_limited", 0) > 0
     assert set(abuse["command_flood"]["closes"]) <= {"1013"}  # its own answers outran its queue

@@ -222,11 +222,12 @@ async def test_a_node_killed_between_append_and_broadcast_leaves_the_command_for
         await watcher.wait_for_version(2)
         assert watcher.envelopes == stream
         for lost in (ada, watcher_doomed):
-            assert lost.envelopes == stream[:1]
+            # The doomed node's own tail may have delivered the envelope in the instant before the exit.
+            assert lost.envelopes in (stream[:1], stream)
             back = await GameClient.connect(survivor.url, game_id, lost.token, since=lost.version)
             resumed.append(back)
             await back.wait_for_version(2)
-            assert lost.envelopes + back.envelopes == stream
+            assert lost.envelopes + back.envelopes == stream  # each envelope once, across the two nodes
         answer = await resumed[0].send(frame)
         assert (answer["type"], answer["version"]) == ("accepted", 2)
         assert [e["command_id"] for e in answer["events"]] == ["fatal-1"]

@@ -34,8 +34,9 @@ def test_three_thousand_fuzz_frames_are_each_answered_and_leave_the_server_clean
     assert report["log_capture_proved"] and report["log_problems"] == []
     assert report["server_alive"] and report["canary"]["failures"] == []
     assert report["frames_sent"] >= 3000 and report["stalls"] == 0 and report["extra_answers"] == 0
-    # Frames are lost only with a session the server closed, and it closes only for frames past 64 KiB.
-    assert set(report["closes"]) <= {"1009"}
+    # Frames are lost only with a session the server closed, and it closes only for frames past 64 KiB:
+    # 1009, or 1006 when the server's close raced the client's own sending (a reset hides the close frame).
+    assert set(report["closes"]) <= {"1009", "1006"}
     assert all(d["largest_recent_frame"] > 64 * 1024 for d in report["close_details"])
     assert report["frames_answered"] + report["frames_unanswered_on_closed_sessions"] == report["frames_sent"]
     assert {"bad_request", "too_large", "accepted"} <= set(report["answers_by_code"])
