@@ -11,8 +11,9 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 import msgspec
 
@@ -25,17 +26,21 @@ from server.wire import EventsFrame, HistoryFrame, encode
 
 log = logging.getLogger(__name__)
 
-Send = Callable[[str], Awaitable[None]]
+Send = Callable[[str], Coroutine[Any, Any, None]]
 Close = Callable[[int, str], Awaitable[None]]
 
 TOO_SLOW = 1013
 
 
 class Outbox:
-    """What waits to be written to one connection, bounded.
+    """What waits to be written to one connection, bounded: written at once while the client keeps up.
 
-    A writer task exists only while there is something to write (an idle connection costs no task), and
-    only once `start` was called (the welcome and any history go out first, directly).
+    A frame for a connection with nothing waiting is written immediately, in the caller's turn of the
+    loop: uvicorn's send completes without suspending while the socket takes data, so `put` drives it
+    by hand and no task is involved. Only when the socket's buffer is full (a slow reader) does the send
+    suspend; a task then finishes it and drains what queues up behind it, and a client that falls
+    `limit` frames behind is closed (1013) instead of holding anyone else up. Nothing is written before
+    `start` (the welcome and any history go out first, directly).
     """
 
     def __init__(
@@ -50,8 +55,11 @@ class Outbox:
         self.dropped = False
 
     def put(self, text: str) -> None:
-        """Queue a frame; a connection already `limit` frames behind is closed as too slow."""
+        """Write a frame now if nothing waits before it, else queue it (bounded)."""
         if self.closed:
+            return
+        if self.started and self._task is None and not self._queue:
+            self._write_now(text)
             return
         if len(self._queue) >= self.limit:
             self.dropped = True
@@ -87,6 +95,41 @@ class Outbox:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+
+    def _write_now(self, text: str) -> None:
+        sending = self._send(text)
+        try:
+            waiting_on = sending.send(None)
+        except StopIteration:
+            return  # written: the common case
+        except Exception:  # the peer went away; the receive loop sees the disconnect
+            self.closed = True
+            return
+        # The socket is full: finish this send, and whatever queues behind it, in a task.
+        self._task = asyncio.get_running_loop().create_task(self._finish(sending, waiting_on))
+
+    async def _finish(self, sending: Coroutine[Any, Any, None], waiting_on: Any) -> None:
+        try:
+            while True:
+                if waiting_on is None:
+                    await asyncio.sleep(0)
+                else:
+                    # What asyncio's Task does with a future a coroutine yields: clear its "blocking" mark
+                    # (it was yielded, not yet awaited by anyone), wait for it, then resume the coroutine.
+                    waiting_on._asyncio_future_blocking = False
+                    await waiting_on
+                try:
+                    waiting_on = sending.send(None)
+                except StopIteration:
+                    break
+        except asyncio.CancelledError:
+            sending.close()
+            raise
+        except Exception:
+            sending.close()
+            self.closed = True
+            return
+        await self._drain()
 
     async def _drain(self) -> None:
         queue = self._queue

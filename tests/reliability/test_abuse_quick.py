@@ -31,7 +31,10 @@ def test_every_abuse_is_limited_or_closed_and_the_probe_is_still_served(tmp_path
     # client's sending of the rest of the frame and a TCP reset discarded it.
     assert set(abuse["oversized"]["answers"]) == {"too_large"}
     assert "1009" in abuse["oversized"]["closes"] and set(abuse["oversized"]["closes"]) <= {"1009", "None"}
-    assert set(abuse["nested"]["answers"]) == {"bad_request"} and abuse["nested"]["closes"] == {}
+    # Nested frames are refused as such; sent faster than the rate limit, the excess is rate_limited first.
+    nested = abuse["nested"]["answers"]
+    assert nested.get("bad_request", 0) > 0 and set(nested) <= {"bad_request", "rate_limited"}
+    assert abuse["nested"]["closes"] == {}
     assert abuse["command_flood"]["answers"].get("rate_limited", 0) > 0
     assert set(abuse["command_flood"]["closes"]) <= {"1013"}  # its own answers outran its queue
     assert abuse["connection_flood"]["answers"]["welcome"] > 0 and abuse["connection_flood"]["closes"] == {}
