@@ -62,3 +62,41 @@ redis.call('XADD', KEYS[1], '0-1', 'e', ARGV[1])
 if #ARGV > 1 then redis.call('HSET', KEYS[2], unpack(ARGV, 2)) end
 return redis.call('TIME')
 """
+
+# Many appends in one call (standalone Redis only: in a Cluster the games' keys live in different slots).
+# KEYS: events, commands of each append in turn. ARGV: per append, expected version, command key, the
+# number n of envelopes, then the n envelopes. Each append is checked and written exactly as APPEND
+# does, in order, and gets its own result: {first, last, duplicate}, or {-1, 'CONFLICT <v>' | 'NOGAME'}.
+APPEND_MANY = """
+local results = {}
+local a = 1
+for i = 1, #KEYS, 2 do
+  local events, commands = KEYS[i], KEYS[i + 1]
+  local expected, key, n = tonumber(ARGV[a]), ARGV[a + 1], tonumber(ARGV[a + 2])
+  local first_envelope = a + 3
+  a = a + 3 + n
+  local seen = redis.call('HGET', commands, key)
+  if seen then
+    local first, last = string.match(seen, '^(%d+) (%d+)$')
+    results[#results + 1] = {tonumber(first), tonumber(last), 1}
+  else
+    local top = redis.call('XREVRANGE', events, '+', '-', 'COUNT', 1)
+    if #top == 0 then
+      results[#results + 1] = {-1, 'NOGAME'}
+    else
+      local version = tonumber(string.match(top[1][1], '^0%-(%d+)$'))
+      if version ~= expected then
+        results[#results + 1] = {-1, 'CONFLICT ' .. version}
+      else
+        for j = first_envelope, first_envelope + n - 1 do
+          version = version + 1
+          redis.call('XADD', events, '0-' .. version, 'e', ARGV[j])
+        end
+        redis.call('HSET', commands, key, (expected + 1) .. ' ' .. version)
+        results[#results + 1] = {expected + 1, version, 0}
+      end
+    end
+  end
+end
+return results
+"""

@@ -20,7 +20,16 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
 from server.envelope import Record
-from server.redis_scripts import APPEND, CREATE, FIELD, GAMES_KEY, auth_key, commands_key, events_key
+from server.redis_scripts import (
+    APPEND,
+    APPEND_MANY,
+    CREATE,
+    FIELD,
+    GAMES_KEY,
+    auth_key,
+    commands_key,
+    events_key,
+)
 from server.store import Appended, ConcurrencyConflict, GameExists, GameNotFound, StoreError, StoreUnavailable
 
 Client = Redis | RedisCluster
@@ -104,6 +113,8 @@ class RedisEventStore:
         # redis-py's Script: EVALSHA, and SCRIPT LOAD (on every primary in Cluster) then retry on NOSCRIPT.
         self._append = client.register_script(APPEND)
         self._create = client.register_script(CREATE)
+        self._append_many = client.register_script(APPEND_MANY)
+        self._cluster = isinstance(client, RedisCluster)
 
     @classmethod
     async def from_url(
@@ -179,6 +190,9 @@ class RedisEventStore:
                 return [await self.append(*batch[0])]
             except StoreError as exc:
                 return [exc]
+        if not self._cluster:
+            return await self._append_in_one_call(batch)
+        # A Cluster: one script call per append, pipelined (redis-py sends each to its slot's node).
         pipe = self._client.pipeline(transaction=False)
         for game_id, expected, envelopes, command_key in batch:
             # EVAL, not EVALSHA: Redis caches the compiled script by its hash anyway, and a pipeline then
@@ -198,6 +212,30 @@ class RedisEventStore:
             else:
                 first, last, duplicate = reply
                 results.append(Appended(int(first), int(last), bool(duplicate)))
+        return results
+
+    async def _append_in_one_call(
+        self, batch: Sequence[tuple[str, int, Sequence[bytes], str]]
+    ) -> list[Appended | StoreError]:
+        keys: list[str] = []
+        args: list[bytes | str | int] = []
+        for game_id, expected, envelopes, command_key in batch:
+            if not envelopes:
+                raise ValueError("append needs at least one envelope")
+            keys += [events_key(game_id), commands_key(game_id)]
+            args += [expected, command_key, len(envelopes), *envelopes]
+        try:
+            with _boundary():
+                replies = await self._append_many(keys=keys, args=args)
+        except StoreError as exc:
+            return [exc for _ in batch]
+        results: list[Appended | StoreError] = []
+        for (game_id, expected, _, _), reply in zip(batch, replies, strict=True):
+            if int(reply[0]) < 0:
+                message = reply[1].decode() if isinstance(reply[1], bytes) else str(reply[1])
+                results.append(_translate(rx.ResponseError(message), game_id, expected))
+            else:
+                results.append(Appended(int(reply[0]), int(reply[1]), bool(reply[2])))
         return results
 
     async def outcome(self, game_id: str, command_key: str) -> Appended | None:
