@@ -72,8 +72,10 @@ async def game_socket(websocket: WebSocket) -> None:
         await _welcome(websocket, ctx, game, hello, role, seat)
         outbox.start()
         await _serve(websocket, ctx, game, outbox, seat)
-    except (WebSocketDisconnect, StoreError, RuntimeError):
+    except (WebSocketDisconnect, StoreError):
         pass
+    except RuntimeError as exc:  # starlette refuses a send once the peer has gone: the session is over
+        log.debug("session ended: %s", exc, extra={"game_id": game_id})
     finally:
         ctx.metrics.connections.labels(role).dec()
         ctx.hub.unsubscribe(game_id, follower)
