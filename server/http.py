@@ -107,7 +107,7 @@ async def get_game(request: Request) -> Response:
     game_id = request.path_params["game_id"]
     try:
         game = await ctx.service.live(game_id, refresh=True)
-        refusal = await _may_read(request, ctx, game_id, game)
+        refusal = await may_read(request, ctx, game_id, game)
         if refusal is not None:
             return refusal
         assert game is not None
@@ -128,7 +128,7 @@ async def get_events(request: Request) -> Response:
     game_id = request.path_params["game_id"]
     try:
         game = await ctx.service.live(game_id, refresh=True)
-        refusal = await _may_read(request, ctx, game_id, game)
+        refusal = await may_read(request, ctx, game_id, game)
         if refusal is not None:
             return refusal
         after = _int(request.query_params.get("after"), default=0, low=0, high=None)
@@ -171,7 +171,7 @@ async def metrics(request: Request) -> Response:
     return Response(ctx.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
 
-async def _may_read(request: Request, ctx: Context, game_id: str, game: LiveGame | None) -> Response | None:
+async def may_read(request: Request, ctx: Context, game_id: str, game: LiveGame | None) -> Response | None:
     """None when the request may read the game; else the error to answer."""
     if game is None:
         return error(404, "unknown_game", f"no game {game_id!r}")

@@ -22,8 +22,7 @@ from starlette.staticfiles import StaticFiles
 
 from domain import Token, legal_spaces
 from domain.rules import materials_needed
-from server import auth
-from server.http import error, json
+from server.http import error, json, may_read
 from server.store import StoreError
 
 if TYPE_CHECKING:
@@ -81,16 +80,12 @@ async def legal(request: Request) -> Response:
         return error(400, "bad_request", f"bad token: {exc}")
     try:
         game = await ctx.service.live(game_id)
-        if game is None or game.board.game.layout is None:
-            return error(404, "unknown_game", f"no game {game_id!r}")
-        if game.board.game.spectators != "public" and not await _authorised(request, ctx, game_id):
-            return error(
-                403,
-                "forbidden",
-                "this game is private: send its watch token or a seat token as a Bearer token",
-            )
+        refusal = await may_read(request, ctx, game_id, game)
     except StoreError:
         return error(503, "unavailable", "the event store cannot be reached; retry")
+    if refusal is not None:
+        return refusal
+    assert game is not None and game.board.game.layout is not None
     layout = game.board.game.layout
     spaces = list(legal_spaces(layout, token))
     materials: dict[str, int] = {}
@@ -100,13 +95,6 @@ async def legal(request: Request) -> Response:
         if needed:
             materials[space_id] = needed
     return json(Legal(spaces=spaces, materials=materials))
-
-
-async def _authorised(request: Request, ctx: Context, game_id: str) -> bool:
-    scheme, _, value = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not value.strip():
-        return False
-    return auth.identify(value.strip(), await ctx.service.store.credentials(game_id)) is not None
 
 
 routes: list[BaseRoute] = [
