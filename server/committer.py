@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from domain import Rejected, UnknownGame, decide, fold
+from domain import Rejected, UnknownGame, decide, evolve
 from domain.messages import EndGame, Place
 from server import envelope
 from server.envelope import Envelope, Record
@@ -144,7 +144,8 @@ class Committer:
                 game.game_id, version, head, job.command.id, job.command.seat, events
             )
             planned.append(_Planned(job, version, items, data))
-            state = fold(events, state)
+            for event in events:  # one or two events: evolve, not fold (which copies the whole state)
+                state = evolve(state, event)
             version += len(events)
             head = envelope.chain_hash(data[-1])
 

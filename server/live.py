@@ -11,8 +11,8 @@ from collections.abc import Callable, Sequence
 
 import msgspec
 
-from domain import Event
-from projections import Board, apply, project
+from domain import Event, Score
+from projections import Board, PlayerView, apply, project
 from server import envelope
 from server.envelope import GENESIS, Record
 
@@ -23,6 +23,17 @@ _encode = msgspec.json.Encoder().encode
 INCREMENTAL_UP_TO = 8
 
 
+class _EncodedView(msgspec.Struct, frozen=True):
+    """The View's fields in its order, with each space already encoded."""
+
+    game_id: str
+    version: int
+    ended: bool
+    players: tuple[PlayerView, ...]
+    spaces: dict[str, msgspec.Raw]
+    scores: tuple[Score, ...]
+
+
 class GapError(Exception):
     """Records arrived past a version this node has not seen: it must read the missing ones first."""
 
@@ -30,7 +41,7 @@ class GapError(Exception):
 class LiveGame:
     """One game's current state on this node."""
 
-    __slots__ = ("game_id", "board", "head", "last_at", "_view_json", "listeners")
+    __slots__ = ("game_id", "board", "head", "last_at", "_view_json", "_spaces_json", "listeners")
 
     def __init__(self, game_id: str) -> None:
         self.game_id = game_id
@@ -38,6 +49,9 @@ class LiveGame:
         self.head = GENESIS
         self.last_at = ""
         self._view_json: bytes | None = None
+        # Each space's encoded view, kept with the view object it encodes: an event touches one space, so
+        # the others are not encoded again (a long game's spaces hold hundreds of tokens).
+        self._spaces_json: dict[str, tuple[object, msgspec.Raw]] = {}
         self.listeners: list[Listener] = []
 
     @property
@@ -49,7 +63,18 @@ class LiveGame:
     def view_json(self) -> bytes:
         """The view at `version`, encoded once per version and shared by every reader."""
         if self._view_json is None:
-            self._view_json = _encode(self.board.view)
+            view = self.board.view
+            cache = self._spaces_json
+            spaces: dict[str, msgspec.Raw] = {}
+            for space_id, space in view.spaces.items():
+                cached = cache.get(space_id)
+                if cached is None or cached[0] is not space:
+                    cached = (space, msgspec.Raw(_encode(space)))
+                    cache[space_id] = cached
+                spaces[space_id] = cached[1]
+            self._view_json = _encode(
+                _EncodedView(view.game_id, view.version, view.ended, view.players, spaces, view.scores)
+            )
         return self._view_json
 
     def ingest(self, records: Sequence[Record], decoded: Sequence[envelope.Envelope] | None = None) -> int:
