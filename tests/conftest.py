@@ -1,10 +1,20 @@
-"""Shared test settings. Under CI (CI=true), a skipped test is a failure: CI must prove everything."""
+"""Shared test settings. Under CI (CI=true), a skipped test is a failure: CI must prove everything.
+
+Shared fixtures: `redis_url`, the session's Redis ($ORCHESTRA_TEST_REDIS_URL, else a redis-server of the
+session's own on a free loopback port, never the machine's shared 6379), and real `orchestra serve`
+processes on it: `start_server`, `start_module_server` and `server`. Helpers live in tests/support
+(`support.redis`, `support.servers`, ...); pyproject.toml puts the project root and tests/ on sys.path.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
+from support.redis import RedisProcess
+from support.servers import ServerProcess
 
 STRICT = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
@@ -16,3 +26,58 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
     if STRICT and report.skipped and not hasattr(report, "wasxfail"):
         report.outcome = "failed"
         report.longrepr = f"skipped under CI, where every test must run: {report.longrepr}"
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The test Redis: $ORCHESTRA_TEST_REDIS_URL, else a redis-server of this session's own."""
+    configured = os.environ.get("ORCHESTRA_TEST_REDIS_URL")
+    if configured:
+        yield configured
+        return
+    server = RedisProcess(tmp_path_factory.mktemp("redis")).start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def start_server(redis_url: str, tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
+    """Start `orchestra serve` processes (settings as keyword arguments); all are stopped afterwards."""
+    started: list[ServerProcess] = []
+    session_url = redis_url
+
+    def start(redis_url: str | None = session_url, port: int = 0, **settings: object) -> ServerProcess:
+        server = ServerProcess(redis_url, tmp_path / f"node{len(started)}", port, **settings)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def start_module_server(
+    redis_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Callable[..., ServerProcess]]:
+    """Like `start_server`, but the servers live as long as the test module (one start for many tests)."""
+    started: list[ServerProcess] = []
+    base = tmp_path_factory.mktemp("module-servers")
+    session_url = redis_url
+
+    def start(redis_url: str | None = session_url, port: int = 0, **settings: object) -> ServerProcess:
+        server = ServerProcess(redis_url, base / f"node{len(started)}", port, **settings)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture
+def server(start_server: Callable[..., ServerProcess]) -> ServerProcess:
+    """One server with the default settings."""
+    return start_server()

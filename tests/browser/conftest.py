@@ -1,4 +1,4 @@
-"""Browser fixtures: the e2e servers (real `orchestra serve` processes on a real Redis) and headless Chromium.
+"""Browser fixtures: headless Chromium; the servers are tests/conftest.py's `orchestra serve` processes.
 
 Chromium is the system's (`/usr/bin/chromium`, Debian's package); Playwright drives it and never downloads
 a browser. Without either, the browser tests skip with the reason (and fail under CI, see tests/conftest.py).
@@ -9,32 +9,14 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.browser import SAVED, SCREENSHOTS
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
-
-# tests/e2e/conftest.py, loaded under its own name: its ServerProcess and fixtures are reused as they are.
-_spec = importlib.util.spec_from_file_location("e2e_fixtures", ROOT / "tests" / "e2e" / "conftest.py")
-assert _spec is not None and _spec.loader is not None
-e2e = importlib.util.module_from_spec(_spec)
-sys.modules["e2e_fixtures"] = e2e
-_spec.loader.exec_module(e2e)
-
-ServerProcess = e2e.ServerProcess
-e2e_redis = e2e.e2e_redis
-start_server = e2e.start_server
-server = e2e.server
-
-if str(HERE) not in sys.path:
-    sys.path.insert(1, str(HERE))
-from browser_support import SAVED, SCREENSHOTS  # noqa: E402
 
 
 def chromium_path() -> str | None:

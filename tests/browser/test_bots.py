@@ -9,8 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from browser_support import PLAYERS, check_legal_history, new_game, play_bots
-from e2e_fixtures import ROOT, ServerProcess
+from support.browser import PLAYERS, check_legal_history, new_game, play_bots
+from support.servers import ROOT, ServerProcess
 
 from client import get_events, get_view
 from client.bots import TOLERATED
@@ -47,10 +47,10 @@ async def test_a_bot_stops_when_the_game_ends_under_it(server: ServerProcess) ->
 
 
 def test_orchestra_demo_plays_a_game_to_its_end(
-    start_server: Callable[..., ServerProcess], e2e_redis: str, tmp_path: Path
+    start_server: Callable[..., ServerProcess], redis_url: str, tmp_path: Path
 ) -> None:
     demo = subprocess.run(
-        [sys.executable, "-m", "server.cli", "demo", "--port", "0", "--redis-url", e2e_redis]
+        [sys.executable, "-m", "server.cli", "demo", "--port", "0", "--redis-url", redis_url]
         + ["--pace", "0.01", "0.03", "--placements", "6", "--seed", "2", "--exit-when-done"],
         cwd=ROOT,
         capture_output=True,

@@ -7,8 +7,8 @@ import json
 import httpx
 import msgspec
 import pytest
-from browser_support import new_game
-from e2e_fixtures import ServerProcess
+from support.browser import new_game
+from support.servers import ServerProcess
 
 import domain
 

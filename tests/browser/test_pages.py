@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
-from browser_support import (
+from support.browser import (
     CHAIRS_JS,
     LOG_JS,
     chairs_in,
@@ -20,7 +20,7 @@ from browser_support import (
     wait_for_chairs,
     words_expected,
 )
-from e2e_fixtures import ServerProcess
+from support.servers import ServerProcess
 
 import domain
 from client import GameClient, get_events, get_view

@@ -21,18 +21,13 @@ import kubernetes_validate
 import pytest
 import redis
 import yaml
+from support.redis import free_port, wait_for_ping
 
-# The project root goes ahead of tests/ on sys.path, so `domain` is the package, not tests/domain.
+from server import config
+from server.app import create_app
+from server.embedded_redis import find_redis_server
+
 ROOT = Path(__file__).resolve().parents[2]
-if sys.path[:1] != [str(ROOT)]:
-    sys.path.insert(0, str(ROOT))
-sys.path.insert(1, str(ROOT / "tests" / "store"))
-
-from store_helpers import free_port, wait_for_ping  # noqa: E402
-
-from server import config  # noqa: E402
-from server.app import create_app  # noqa: E402
-from server.embedded_redis import find_redis_server  # noqa: E402
 
 DEPLOY = ROOT / "deploy"
 K8S = DEPLOY / "k8s"

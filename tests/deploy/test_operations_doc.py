@@ -7,16 +7,13 @@ changes, this test fails and prints the rows to paste (then write the meaning co
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-if sys.path[:1] != [str(ROOT)]:
-    sys.path.insert(0, str(ROOT))
+from server import config
+from server.app import create_app
+from server.metrics import Metrics
 
-from server import config  # noqa: E402
-from server.app import create_app  # noqa: E402
-from server.metrics import Metrics  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 DOC = ROOT / "docs" / "operations.md"
 ROW = re.compile(r"^\| `(ORCHESTRA_[A-Z0-9_]+)` \| (`[^`]*`|unset) \| (.+) \|$")

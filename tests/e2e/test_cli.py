@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
-from tests_e2e_support import PERF, STRINGS, expect_accepted, new_game
+from support.e2e import PERF, STRINGS, expect_accepted, new_game
 
 from client import GameClient
 

@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 
 import httpx
 import pytest
-from tests_e2e_support import (
+from support.e2e import (
     PERF,
     REJECTION_KEYS,
     STRINGS,

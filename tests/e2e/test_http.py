@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import jsonschema
 import pytest
-from tests_e2e_support import PERF, STRINGS, expect_accepted, new_game
+from support.e2e import PERF, STRINGS, expect_accepted, new_game
 
 from client import ConnectionRefused, GameClient, get_events
 

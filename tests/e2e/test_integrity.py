@@ -12,7 +12,7 @@ import httpx
 import msgspec
 import pytest
 import redis
-from tests_e2e_support import new_game
+from support.e2e import new_game
 
 from client import GameClient, get_events
 
@@ -61,25 +61,25 @@ def _rewrite_stream(redis_url: str, game_id: str, version: int, change: dict[str
 
 
 async def test_verify_accepts_a_real_game_and_names_the_first_tampered_version(
-    server: Any, e2e_redis: str
+    server: Any, redis_url: str
 ) -> None:
     game_id = await _finished_game(server.url)
     ok = await asyncio.to_thread(orchestra, "verify", game_id, "--server", server.url)
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert "verified" in ok.stdout and "live view matches" in ok.stdout
-    _rewrite_stream(e2e_redis, game_id, 4, {"bonus": {"money": 40}})
+    _rewrite_stream(redis_url, game_id, 4, {"bonus": {"money": 40}})
     bad = await asyncio.to_thread(orchestra, "verify", game_id, "--server", server.url)
     assert bad.returncode == 1
     assert "INVALID at version 4" in bad.stdout
 
 
 async def test_archive_writes_a_verified_file_then_deletes_the_game(
-    server: Any, e2e_redis: str, tmp_path: Path
+    server: Any, redis_url: str, tmp_path: Path
 ) -> None:
     game_id = await _finished_game(server.url)
     stored = await get_events(server.url, game_id)
     out = tmp_path / "archive" / f"{game_id}.ndjson"
-    done = await asyncio.to_thread(orchestra, "archive", game_id, "--out", str(out), "--redis-url", e2e_redis)
+    done = await asyncio.to_thread(orchestra, "archive", game_id, "--out", str(out), "--redis-url", redis_url)
     assert done.returncode == 0, done.stderr
     assert [msgspec.json.decode(line) for line in out.read_bytes().splitlines()] == stored
     async with httpx.AsyncClient(base_url=server.url) as http:
@@ -89,12 +89,12 @@ async def test_archive_writes_a_verified_file_then_deletes_the_game(
 
 
 async def test_archive_refuses_a_game_that_has_not_ended_and_keeps_it(
-    server: Any, e2e_redis: str, tmp_path: Path
+    server: Any, redis_url: str, tmp_path: Path
 ) -> None:
     game_id, _ = await new_game(server.url, ["Ada"])
     out = tmp_path / "live.ndjson"
     refused = await asyncio.to_thread(
-        orchestra, "archive", game_id, "--out", str(out), "--redis-url", e2e_redis
+        orchestra, "archive", game_id, "--out", str(out), "--redis-url", redis_url
     )
     assert refused.returncode == 1 and "has not ended" in refused.stderr
     assert len(await get_events(server.url, game_id)) == 1

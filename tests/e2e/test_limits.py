@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 import websockets
-from tests_e2e_support import (
+from support.e2e import (
     PERF,
     REJECTION_KEYS,
     STRINGS,

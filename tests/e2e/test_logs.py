@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 import pytest
-from tests_e2e_support import PERF, STRINGS, assert_clean_logs, log_lines, next_answer
+from support.e2e import PERF, STRINGS, assert_clean_logs, log_lines, next_answer
 
 from client import ConnectionRefused, GameClient
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,15 +15,13 @@ import msgspec
 import pytest
 import websockets
 from prometheus_client.parser import text_string_to_metric_families
-from tests_e2e_support import PERF, STRINGS, log_lines, new_game, next_answer
+from support.e2e import PERF, STRINGS, log_lines, new_game, next_answer
+from support.redis import RedisProcess
 
 from client import GameClient
 from client.bots import read_layout
 from domain import legal_spaces
 from domain.messages import Token
-
-sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "store"))
-from store_helpers import RedisProcess  # noqa: E402
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 import pytest
-from tests_e2e_support import new_game
+from support.e2e import new_game
 
 from client import GameClient, create_game, get_events, get_view
 

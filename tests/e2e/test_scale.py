@@ -10,26 +10,22 @@ from __future__ import annotations
 
 import asyncio
 import random
-import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 import redis
 from redis.crc import key_slot
-from tests_e2e_support import new_game
+from support.e2e import new_game
+from support.redis import RedisProcess, start_cluster
 
 from client import ConnectionRefused, GameClient, get_events
 from client.bots import random_placement, read_layout
 from domain import Layout
 from server.redis_scripts import auth_key, commands_key, events_key
-
-sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "store"))
-from store_helpers import RedisProcess, start_cluster  # noqa: E402
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 

@@ -1,41 +1,18 @@
 """Reliability fixtures: server processes (`orchestra serve`) on redis-servers of the tests' own.
 
-The e2e suite's ServerProcess and the store suite's RedisProcess are reused as they are; every Redis here
+`support.servers.ServerProcess` and `support.redis.RedisProcess` are used as they are; every Redis here
 runs on a free loopback port in a temporary directory (never the shared 6379), with an append-only file,
 so one can be stopped and restarted on the same port with its data.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import ModuleType
-from typing import Any
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-for helper_dir in (ROOT / "tests" / "store", ROOT / "tests" / "reliability"):
-    if str(helper_dir) not in sys.path:
-        sys.path.append(str(helper_dir))
-
-from store_helpers import RedisProcess  # noqa: E402
-
-
-def _load(name: str, path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-# The e2e conftest under another name: only its ServerProcess class is used (its fixtures stay there).
-ServerProcess: Any = _load("e2e_server_process", ROOT / "tests" / "e2e" / "conftest.py").ServerProcess
+from support.redis import RedisProcess
+from support.servers import ServerProcess
 
 DURABLE = ("--appendonly", "yes", "--appendfsync", "always")
 
@@ -61,11 +38,14 @@ def module_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisProc
 
 
 @pytest.fixture
-def start_server(tmp_path: Path) -> Iterator[Callable[..., Any]]:
-    """Start `orchestra serve` processes: `start(redis_url, **settings)` (None: embedded Redis)."""
-    started: list[Any] = []
+def start_server(tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
+    """Start `orchestra serve` processes: `start(redis_url, **settings)` (None: embedded Redis).
 
-    def start(redis_url: str | None, **settings: object) -> Any:
+    Overrides tests/conftest.py's `start_server`: here the Redis is always named, never the session's.
+    """
+    started: list[ServerProcess] = []
+
+    def start(redis_url: str | None, **settings: object) -> ServerProcess:
         server = ServerProcess(redis_url, tmp_path / f"node{len(started)}", **settings)
         started.append(server)
         return server
@@ -76,7 +56,9 @@ def start_server(tmp_path: Path) -> Iterator[Callable[..., Any]]:
 
 
 @pytest.fixture(scope="module")
-def module_server(module_redis: RedisProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+def module_server(
+    module_redis: RedisProcess, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerProcess]:
     """One server for the tests of a module, on the module's Redis, with the default limits."""
     server = ServerProcess(module_redis.url, tmp_path_factory.mktemp("module-server"))
     try:

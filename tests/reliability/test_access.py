@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 import pytest
 import redis
-from reliability_support import placement
-from store_helpers import RedisProcess
+from support.redis import RedisProcess
+from support.reliability import placement
 
 from client import ConnectionRefused, GameClient, create_game
 

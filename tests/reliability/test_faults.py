@@ -18,7 +18,8 @@ from typing import Any
 import httpx
 import psutil
 import pytest
-from reliability_support import (
+from support.redis import RedisProcess
+from support.reliability import (
     assert_each_applied_once,
     new_game,
     placement,
@@ -26,7 +27,6 @@ from reliability_support import (
     timed_send,
     wait_ready,
 )
-from store_helpers import RedisProcess
 
 from client import ConnectionRefused, GameClient
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 import websockets
-from reliability_support import new_game, placement
-from store_helpers import RedisProcess
+from support.redis import RedisProcess
+from support.reliability import new_game, placement
 
 from client import GameClient
 

@@ -15,8 +15,8 @@ import httpx
 import msgspec
 import pytest
 import redis
-from reliability_support import new_game
-from store_helpers import RedisProcess
+from support.redis import RedisProcess
+from support.reliability import new_game
 
 from client import GameClient
 from server import envelope

@@ -30,7 +30,7 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
-from reliability_support import assert_each_applied_once, new_game, placement, stream_of
+from support.reliability import assert_each_applied_once, new_game, placement, stream_of
 
 from client import GameClient
 

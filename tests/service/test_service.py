@@ -34,7 +34,7 @@ async def store(request: pytest.FixtureRequest) -> AsyncIterator[EventStore]:
     if request.param == "memory":
         yield MemoryEventStore()
         return
-    adapter = await RedisEventStore.from_url(request.getfixturevalue("service_redis"))
+    adapter = await RedisEventStore.from_url(request.getfixturevalue("redis_url"))
     try:
         yield adapter
     finally:

@@ -1,42 +1,21 @@
 """Store fixtures: real redis-server processes on free loopback ports, never the machine's shared Redis.
 
-`redis_url` is $ORCHESTRA_TEST_REDIS_URL when set, else one redis-server per session. `cluster_url` is a
-3-master Redis Cluster started once per session. Every test uses fresh uuid game ids, so nothing is ever
-flushed. `store` runs each contract test against every adapter: memory, redis and cluster.
+`redis_url` (tests/conftest.py) is $ORCHESTRA_TEST_REDIS_URL when set, else one redis-server per session.
+`cluster_url` is a 3-master Redis Cluster started once per session. Every test uses fresh uuid game ids, so
+nothing is ever flushed. `store` runs each contract test against every adapter: memory, redis and cluster.
 """
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
-# The project root goes ahead of tests/ on sys.path, so `domain` is the package, not tests/domain.
-ROOT = str(Path(__file__).resolve().parents[2])
-if sys.path[:1] != [ROOT]:
-    sys.path.insert(0, ROOT)
+import pytest
+from support.redis import RedisProcess, bounded, start_cluster
 
-import pytest  # noqa: E402
-from store_helpers import RedisProcess, bounded, start_cluster  # noqa: E402
-
-from server.memory_store import MemoryEventStore  # noqa: E402
-from server.redis_store import RedisEventStore  # noqa: E402
-from server.store import EventStore  # noqa: E402
-
-
-@pytest.fixture(scope="session")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The test Redis: $ORCHESTRA_TEST_REDIS_URL, else a redis-server of this session's own."""
-    configured = os.environ.get("ORCHESTRA_TEST_REDIS_URL")
-    if configured:
-        yield configured
-        return
-    server = RedisProcess(tmp_path_factory.mktemp("redis")).start()
-    try:
-        yield server.url
-    finally:
-        server.stop()
+from server.memory_store import MemoryEventStore
+from server.redis_store import RedisEventStore
+from server.store import EventStore
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 import redis.asyncio
 from redis.crc import key_slot
-from store_helpers import bounded, new_id
+from support.redis import bounded, new_id
 
 from server.redis_scripts import auth_key, commands_key, events_key
 from server.redis_store import RedisEventStore

@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import AsyncIterator
 
 import pytest
-from store_helpers import bounded, new_id
+from support.redis import bounded, new_id
 
 from server.envelope import Record
 from server.store import Appended, ConcurrencyConflict, EventStore, GameExists, GameNotFound

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from store_helpers import bounded, new_id
+from support.redis import bounded, new_id
 
 from server.embedded_redis import LOCK_NAME, DataDirLocked, EmbeddedRedis
 from server.redis_store import RedisEventStore

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import redis.asyncio
-from store_helpers import RedisProcess, bounded, free_port, new_id
+from support.redis import RedisProcess, bounded, free_port, new_id
 
 from server.envelope import Record
 from server.redis_store import RedisEventStore

@@ -1,4 +1,4 @@
-"""End-to-end fixtures: real server processes (uvicorn on a free port) against a real redis-server."""
+"""`orchestra serve` in a child process (uvicorn on a free port): e2e, browser and reliability tests."""
 
 from __future__ import annotations
 
@@ -7,17 +7,9 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
-if sys.path[:1] != [str(ROOT)]:
-    sys.path.insert(0, str(ROOT))
-sys.path.insert(1, str(ROOT / "tests" / "store"))
-
-from store_helpers import RedisProcess  # noqa: E402
 
 
 class ServerProcess:
@@ -82,56 +74,3 @@ class ServerProcess:
         if self.process.stdout is not None:
             self.process.stdout.close()
         self._log.close()
-
-
-@pytest.fixture(scope="session")
-def e2e_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The Redis the e2e servers share: $ORCHESTRA_TEST_REDIS_URL, else one of this session's own."""
-    configured = os.environ.get("ORCHESTRA_TEST_REDIS_URL")
-    if configured:
-        yield configured
-        return
-    server = RedisProcess(tmp_path_factory.mktemp("e2e-redis")).start()
-    try:
-        yield server.url
-    finally:
-        server.stop()
-
-
-@pytest.fixture
-def start_server(e2e_redis: str, tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
-    """Start `orchestra serve` processes (settings as keyword arguments); all are stopped afterwards."""
-    started: list[ServerProcess] = []
-
-    def start(redis_url: str | None = e2e_redis, port: int = 0, **settings: object) -> ServerProcess:
-        server = ServerProcess(redis_url, tmp_path / f"node{len(started)}", port, **settings)
-        started.append(server)
-        return server
-
-    yield start
-    for server in started:
-        server.stop()
-
-
-@pytest.fixture(scope="module")
-def start_module_server(
-    e2e_redis: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Callable[..., ServerProcess]]:
-    """Like `start_server`, but the servers live as long as the test module (one start for many tests)."""
-    started: list[ServerProcess] = []
-    base = tmp_path_factory.mktemp("module-servers")
-
-    def start(redis_url: str | None = e2e_redis, port: int = 0, **settings: object) -> ServerProcess:
-        server = ServerProcess(redis_url, base / f"node{len(started)}", port, **settings)
-        started.append(server)
-        return server
-
-    yield start
-    for server in started:
-        server.stop()
-
-
-@pytest.fixture
-def server(start_server: Callable[..., ServerProcess]) -> ServerProcess:
-    """One server with the default settings."""
-    return start_server()
