@@ -52,14 +52,14 @@ from domain.rules import (
 from domain.vocabulary import CONSOLATIONS, RULES_VERSION
 
 
-class Seated(msgspec.Struct, frozen=True):
+class Seated(msgspec.Struct, frozen=True, gc=False):
     """A token in the Orchestra and the seat that placed it."""
 
     seat: int
     token: Token
 
 
-class SpaceState(msgspec.Struct, frozen=True):
+class SpaceState(msgspec.Struct, frozen=True, gc=False):
     """What lies in one space: the chair and the tokens below the line, or a rare space's chairs.
 
     Two tallies per seat ride along, so that neither the majority rule nor the scores ever scan a space's
@@ -76,7 +76,7 @@ class SpaceState(msgspec.Struct, frozen=True):
     held: tuple[int, ...] = ()
 
 
-class Game(msgspec.Struct, frozen=True):
+class Game(msgspec.Struct, frozen=True, gc=False):
     """The state of one game, folded from its events. `Game()` is a game not yet created.
 
     Never mutated: `evolve` returns a new Game (the `spaces` dict is copied, never changed in place).

@@ -21,7 +21,7 @@ class LayoutError(ValueError):
     """A layout file that does not describe a valid Orchestra board."""
 
 
-class SpaceDef(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class SpaceDef(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True):
     """One space of the board."""
 
     id: SpaceId
@@ -37,7 +37,7 @@ class SpaceDef(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         return not self.eras
 
 
-class Layout(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class Layout(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True):
     """A whole board: its name, whether it was checked against the physical board, and its spaces."""
 
     name: str

@@ -28,21 +28,21 @@ from domain import (
 )
 
 
-class PlayerView(msgspec.Struct, frozen=True):
+class PlayerView(msgspec.Struct, frozen=True, gc=False):
     """A seat and its player's name."""
 
     seat: int
     name: str
 
 
-class ChairSpaceView(msgspec.Struct, frozen=True, tag_field="kind", tag="standard"):
+class ChairSpaceView(msgspec.Struct, frozen=True, gc=False, tag_field="kind", tag="standard"):
     """A standard or Violin space: its First Chair (None when empty) and the tokens below the line."""
 
     chair: Seated | None
     below: tuple[Seated, ...]
 
 
-class RareSpaceView(msgspec.Struct, frozen=True, tag_field="kind", tag="rare"):
+class RareSpaceView(msgspec.Struct, frozen=True, gc=False, tag_field="kind", tag="rare"):
     """A rare space: its First Chairs, oldest first (unlimited)."""
 
     chairs: tuple[Seated, ...]
@@ -51,7 +51,7 @@ class RareSpaceView(msgspec.Struct, frozen=True, tag_field="kind", tag="rare"):
 SpaceView = ChairSpaceView | RareSpaceView
 
 
-class View(msgspec.Struct, frozen=True):
+class View(msgspec.Struct, frozen=True, gc=False):
     """What every client sees of a game at a version."""
 
     game_id: str
@@ -65,7 +65,7 @@ class View(msgspec.Struct, frozen=True):
 EMPTY_VIEW = View(game_id="", version=0, ended=False, players=(), spaces={}, scores=())
 
 
-class Board(msgspec.Struct, frozen=True):
+class Board(msgspec.Struct, frozen=True, gc=False):
     """A game's domain state and its view, always of the same version."""
 
     game: Game = msgspec.field(default_factory=Game)

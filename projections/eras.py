@@ -19,7 +19,7 @@ from domain.vocabulary import ERAS, Era, Family
 Kind = Literal["instrument", "performance", "repair"]
 
 
-class Counted(msgspec.Struct, frozen=True):
+class Counted(msgspec.Struct, frozen=True, gc=False):
     """One of the player's tokens: where it lies, and whether it holds a First Chair."""
 
     space: str
@@ -28,14 +28,14 @@ class Counted(msgspec.Struct, frozen=True):
     token: Token
 
 
-class Assigned(msgspec.Struct, frozen=True):
+class Assigned(msgspec.Struct, frozen=True, gc=False):
     """The era a Violin-space token was counted in for one evaluation."""
 
     token: Counted
     era: Era
 
 
-class EraCount(msgspec.Struct, frozen=True):
+class EraCount(msgspec.Struct, frozen=True, gc=False):
     """The best value of a criterion for a player, and the Violin assignment that achieves it."""
 
     value: int

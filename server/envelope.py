@@ -19,7 +19,7 @@ SCHEMA_VERSION = 1
 GENESIS = "0" * 64
 
 
-class Envelope(msgspec.Struct, frozen=True):
+class Envelope(msgspec.Struct, frozen=True, gc=False):
     """One event as stored in a game's stream and sent to clients."""
 
     game_id: str
@@ -32,7 +32,7 @@ class Envelope(msgspec.Struct, frozen=True):
     prev: str = GENESIS
 
 
-class Record(msgspec.Struct, frozen=True):
+class Record(msgspec.Struct, frozen=True, gc=False):
     """An envelope as read from the store: its version and its exact stored bytes."""
 
     version: int

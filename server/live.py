@@ -23,7 +23,7 @@ _encode = msgspec.json.Encoder().encode
 INCREMENTAL_UP_TO = 8
 
 
-class _EncodedView(msgspec.Struct, frozen=True):
+class _EncodedView(msgspec.Struct, frozen=True, gc=False):
     """The View's fields in its order, with each space already encoded."""
 
     game_id: str
@@ -41,14 +41,13 @@ class GapError(Exception):
 class LiveGame:
     """One game's current state on this node."""
 
-    __slots__ = ("game_id", "board", "head", "last_at", "_view_json", "_spaces_json", "listeners")
+    __slots__ = ("game_id", "board", "head", "last_at", "_spaces_json", "listeners")
 
     def __init__(self, game_id: str) -> None:
         self.game_id = game_id
         self.board = Board()
         self.head = GENESIS
         self.last_at = ""
-        self._view_json: bytes | None = None
         # Each space's encoded view, kept with the view object it encodes: an event touches one space, so
         # the others are not encoded again (a long game's spaces hold hundreds of tokens).
         self._spaces_json: dict[str, tuple[object, msgspec.Raw]] = {}
@@ -61,21 +60,23 @@ class LiveGame:
 
     @property
     def view_json(self) -> bytes:
-        """The view at `version`, encoded once per version and shared by every reader."""
-        if self._view_json is None:
-            view = self.board.view
-            cache = self._spaces_json
-            spaces: dict[str, msgspec.Raw] = {}
-            for space_id, space in view.spaces.items():
-                cached = cache.get(space_id)
-                if cached is None or cached[0] is not space:
-                    cached = (space, msgspec.Raw(_encode(space)))
-                    cache[space_id] = cached
-                spaces[space_id] = cached[1]
-            self._view_json = _encode(
-                _EncodedView(view.game_id, view.version, view.ended, view.players, spaces, view.scores)
-            )
-        return self._view_json
+        """The view at `version`, encoded: only the spaces changed since the last call are encoded again.
+
+        The whole document is not kept: joining the cached spaces is a copy, and keeping it too would hold
+        a long game's view twice in memory.
+        """
+        view = self.board.view
+        cache = self._spaces_json
+        spaces: dict[str, msgspec.Raw] = {}
+        for space_id, space in view.spaces.items():
+            cached = cache.get(space_id)
+            if cached is None or cached[0] is not space:
+                cached = (space, msgspec.Raw(_encode(space)))
+                cache[space_id] = cached
+            spaces[space_id] = cached[1]
+        return _encode(
+            _EncodedView(view.game_id, view.version, view.ended, view.players, spaces, view.scores)
+        )
 
     def ingest(self, records: Sequence[Record], decoded: Sequence[envelope.Envelope] | None = None) -> int:
         """Fold in the records not seen yet (older ones are skipped), then tell the listeners.
@@ -104,7 +105,7 @@ class LiveGame:
             board = self.board
             for event in events:
                 board = apply(board, event)
-        self.board, self.last_at, self._view_json = board, last_at, None
+        self.board, self.last_at = board, last_at
         self.head = envelope.chain_hash(fresh[-1].data)
         for listener in self.listeners:
             listener(self, fresh)
