@@ -1,14 +1,16 @@
 """Store fixtures: real redis-server processes on free loopback ports, never the machine's shared Redis.
 
-`redis_url` (tests/conftest.py) is $ORCHESTRA_TEST_REDIS_URL when set, else one redis-server per session.
-`cluster_url` is a 3-master Redis Cluster started once per session. Every test uses fresh uuid game ids, so
-nothing is ever flushed. `store` runs each contract test against every adapter: memory, redis and cluster.
+`redis_url` here is database 1 of the session's Redis (tests/conftest.py: $ORCHESTRA_TEST_REDIS_URL, else
+one redis-server per session). `cluster_url` is a 3-master Redis Cluster started once per session. Every
+test uses fresh uuid game ids, so nothing is ever flushed. `store` runs each contract test against every
+adapter: memory, redis and cluster.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import pytest
 from support.redis import RedisProcess, bounded, start_cluster
@@ -16,6 +18,19 @@ from support.redis import RedisProcess, bounded, start_cluster
 from server.memory_store import MemoryEventStore
 from server.redis_store import RedisEventStore
 from server.store import EventStore
+
+STORE_DATABASE = 1
+
+
+@pytest.fixture(scope="session")
+def redis_url(redis_url: str) -> str:
+    """The session Redis, database 1: the contract tests' raw streams stay out of database 0, whose game
+    list the servers of the e2e and browser tests read (it would not decode them)."""
+    parts = urlsplit(redis_url)
+    if parts.scheme == "unix":
+        query = [(key, value) for key, value in parse_qsl(parts.query) if key != "db"]
+        return urlunsplit(parts._replace(query=urlencode([*query, ("db", str(STORE_DATABASE))])))
+    return urlunsplit(parts._replace(path=f"/{STORE_DATABASE}"))
 
 
 @pytest.fixture
