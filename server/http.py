@@ -13,7 +13,7 @@ from domain import Rejected
 from domain.messages import Name
 from server import auth, schema
 from server.live import LiveGame
-from server.store import StoreError
+from server.store import StoreError, UnreadableGame
 
 if TYPE_CHECKING:
     from server.app import Context
@@ -89,7 +89,10 @@ async def list_games(request: Request) -> Response:
         ids = (await ctx.service.store.games())[::-1]
         found: list[GameSummary] = []
         for game_id in ids:
-            game = await ctx.service.live(game_id)
+            try:
+                game = await ctx.service.live(game_id)
+            except UnreadableGame:  # one damaged stream must not hide every other game
+                continue
             if game is None or game.board.game.spectators != "public":
                 continue
             state = game.board.game

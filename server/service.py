@@ -21,7 +21,7 @@ from server import auth, envelope
 from server.committer import Committer, Outcome
 from server.envelope import Envelope, Record
 from server.live import GapError, Listener, LiveGame
-from server.store import Appended, EventStore, StoreUnavailable
+from server.store import Appended, EventStore, StoreUnavailable, UnreadableGame
 
 log = logging.getLogger(__name__)
 
@@ -168,6 +168,8 @@ class GameService:
             game.ingest(records)
         except GapError:  # pragma: no cover - a read after our own version cannot skip one
             raise StoreUnavailable(f"game {game.game_id}: stream read out of order") from None
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise UnreadableGame(f"game {game.game_id}: an envelope does not decode: {exc}") from None
         return bool(records) or game.version == 0
 
     def envelopes(

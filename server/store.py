@@ -4,7 +4,8 @@
     ├── StoreUnavailable     the store cannot be reached or did not answer in time (retry later)
     ├── ConcurrencyConflict  the stream is not at the expected version (re-read and re-decide)
     │   └── GameNotFound     append to a game never created (a re-read finds version 0)
-    └── GameExists           a game with this id was already created
+    ├── GameExists           a game with this id was already created
+    └── UnreadableGame       a stored envelope does not decode (damaged, or from a newer schema)
 
 Adapters: `server.memory_store.MemoryEventStore` and `server.redis_store.RedisEventStore` pass one
 contract suite (tests/store/).
@@ -42,6 +43,10 @@ class GameNotFound(ConcurrencyConflict):
     def __init__(self, game_id: str, expected: int) -> None:
         super().__init__(game_id, expected, 0)
         self.args = (f"game {game_id!r} was never created",)
+
+
+class UnreadableGame(StoreError):
+    """A game's stream holds an envelope this server cannot decode."""
 
 
 class GameExists(StoreError):
