@@ -10,7 +10,10 @@ import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from server.config import Settings
 
 DEFAULT_SERVER = "http://127.0.0.1:8000"
 
@@ -140,12 +143,12 @@ def _server_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _serve(args: argparse.Namespace) -> int:
-    from server import logs, runner
+def _settings(args: argparse.Namespace) -> Settings | None:
+    """The server's settings: ORCHESTRA_* variables, then the command's options; None (said) if invalid."""
     from server.config import from_env
 
     try:
-        settings = from_env(
+        return from_env(
             host=args.host,
             port=args.port,
             redis_url=args.redis_url,
@@ -153,6 +156,14 @@ def _serve(args: argparse.Namespace) -> int:
         )
     except ValueError as exc:
         print(f"orchestra: {exc}", file=sys.stderr)
+        return None
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from server import logs, runner
+
+    settings = _settings(args)
+    if settings is None:
         return 2
     logs.setup(settings.log_level)
     server = runner.uvicorn_server(settings)
@@ -175,18 +186,10 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _demo(args: argparse.Namespace) -> int:
     from server import logs, runner
-    from server.config import from_env
     from server.demo import DemoOptions, run_demo
 
-    try:
-        settings = from_env(
-            host=args.host,
-            port=args.port,
-            redis_url=args.redis_url,
-            data_dir=args.data_dir and str(args.data_dir),
-        )
-    except ValueError as exc:
-        print(f"orchestra: {exc}", file=sys.stderr)
+    settings = _settings(args)
+    if settings is None:
         return 2
     if args.placements < 1 or args.pace[0] < 0 or args.pace[1] < args.pace[0]:
         print("orchestra: --placements must be >= 1 and --pace MIN MAX with 0 <= MIN <= MAX", file=sys.stderr)
