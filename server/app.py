@@ -77,6 +77,7 @@ def create_app(settings: Settings | None = None, store: EventStore | None = None
             yield
         finally:
             await ctx.hub.close()
+            await service.committer.close()  # a command still waiting is answered unavailable, not dropped
             if store is None:
                 await opened.close()
             if embedded is not None:

@@ -168,7 +168,6 @@ class Hub:
         self.retry_delay = retry_delay
         self.subscribers: dict[str, list[Subscriber]] = {}
         self.tails: dict[str, asyncio.Task[None]] = {}
-        self.tail_errors = 0
         service.listeners.append(self.publish)
         service.pinned = self.subscribers.__contains__
 
@@ -250,12 +249,10 @@ class Hub:
             except asyncio.CancelledError:
                 raise
             except StoreError as exc:
-                self.tail_errors += 1
                 self.metrics.redis_errors.inc()
                 log.warning("tail interrupted, retrying", extra={"game_id": game.game_id, "error": str(exc)})
                 await asyncio.sleep(self.retry_delay)
             except Exception:
-                self.tail_errors += 1
                 log.exception("tail failed, retrying", extra={"game_id": game.game_id})
                 await asyncio.sleep(self.retry_delay)
             finally:
