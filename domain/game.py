@@ -59,6 +59,24 @@ class Seated(msgspec.Struct, frozen=True, gc=False):
     token: Token
 
 
+# The distinct (seat, token) pairs of a game are few (4 seats x some 20 tokens) while a long game places
+# thousands of tokens: sharing one Seated per pair keeps a game's state to a pointer per placed token.
+# A cache of immutable values: `seated` is still a pure function.
+_SEATED: dict[tuple[int, Token], Seated] = {}
+_SEATED_MAX = 4096
+
+
+def seated(seat: int, token: Token) -> Seated:
+    """The Seated value for this seat and token (one shared instance per distinct pair)."""
+    key = (seat, token)
+    found = _SEATED.get(key)
+    if found is None:
+        found = Seated(seat, token)
+        if len(_SEATED) < _SEATED_MAX:
+            _SEATED[key] = found
+    return found
+
+
 class SpaceState(msgspec.Struct, frozen=True, gc=False):
     """What lies in one space: the chair and the tokens below the line, or a rare space's chairs.
 
@@ -133,7 +151,7 @@ def evolve(state: Game, event: Event) -> Game:
             )
         case ChairClaimed(seat=seat, space=space_id, token=token, bonus=gained):
             held = state.spaces[space_id]
-            placed = Seated(seat, token)
+            placed = seated(seat, token)
             if held.rare:
                 held = replace(held, chairs=(*held.chairs, placed))
             else:
@@ -149,7 +167,7 @@ def evolve(state: Game, event: Event) -> Game:
                 counts = _bump(counts, held.chair.seat, -1)
             held = replace(
                 held,
-                chair=Seated(seat, token),
+                chair=seated(seat, token),
                 below=below,
                 contest=_tally(held.contest, seat, token),
                 held=counts,
@@ -158,7 +176,7 @@ def evolve(state: Game, event: Event) -> Game:
         case PlacedBelowLine(seat=seat, space=space_id, token=token, consolation=gained):
             held = state.spaces[space_id]
             held = replace(
-                held, below=(*held.below, Seated(seat, token)), contest=_tally(held.contest, seat, token)
+                held, below=(*held.below, seated(seat, token)), contest=_tally(held.contest, seat, token)
             )
             return _placed(state, version, space_id, held, seat, gained)
         case GameEnded():
@@ -180,12 +198,12 @@ def fold(events: Iterable[Event], state: Game | None = None) -> Game:
     for event in events:
         if type(event) is PlacedBelowLine:
             gained = event.consolation
-            placed = Seated(event.seat, event.token)
+            placed = _SEATED.get((event.seat, event.token)) or seated(event.seat, event.token)
             space = spaces[event.space]
             space.below.append(placed)
         elif type(event) is ChairClaimed or type(event) is ChairStolen:
             gained = event.bonus
-            placed = Seated(event.seat, event.token)
+            placed = _SEATED.get((event.seat, event.token)) or seated(event.seat, event.token)
             space = spaces[event.space]
             if space.rare:
                 space.chairs.append(placed)
