@@ -11,7 +11,6 @@ import json
 import os
 import platform
 import resource
-import signal
 import socket
 import statistics
 import subprocess
@@ -25,6 +24,7 @@ from typing import Any
 import psutil
 import redis
 
+from server.child import ChildServer
 from server.embedded_redis import find_redis_server
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -117,7 +117,7 @@ class RedisServer:
         self.stop()
 
 
-class ServerProcess:
+class ServerProcess(ChildServer):
     """A websocket server child that prints "running at URL": ours (`orchestra serve`) or the minimal one."""
 
     def __init__(
@@ -127,57 +127,16 @@ class ServerProcess:
             raise ValueError(f"unknown server kind {kind!r}")
         self.kind = kind
         self.directory = Path(tempfile.mkdtemp(prefix=f"bench-{kind}-"))
-        self.log_path = self.directory / "server.log"
         child_env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRA_")}
         child_env.update(SERVER_ENV)
         child_env["ORCHESTRA_DATA_DIR"] = str(self.directory / "var")
         child_env.update(env or {})
         module = "server.cli" if kind == "ours" else "bench.minimal"
         command = [sys.executable, "-m", module, "serve", "--port", "0", "--redis-url", redis_url, *args]
-        self._log = self.log_path.open("wb")
-        self.process = subprocess.Popen(
-            command,
-            cwd=ROOT,
-            env=child_env,
-            stdout=subprocess.PIPE,
-            stderr=self._log,
-            stdin=subprocess.DEVNULL,
-        )
-        self.url = self._wait_for_url()
-
-    def _wait_for_url(self, timeout: float = 30.0) -> str:
-        assert self.process.stdout is not None
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            line = self.process.stdout.readline().decode()
-            if "running at" in line:
-                return line.rsplit(" ", 1)[1].strip().rstrip("/")
-            if not line and self.process.poll() is not None:
-                break
-        self.stop()
-        raise RuntimeError(f"the {self.kind} server did not start: {self.log_path.read_text()[-2000:]}")
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
-        if self.process.stdout is not None:
-            self.process.stdout.close()
-        self._log.close()
+        super().__init__(command, child_env, self.directory / "server.log", cwd=ROOT)
 
     def __enter__(self) -> ServerProcess:
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 class CpuMeter:
