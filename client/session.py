@@ -91,6 +91,10 @@ class GameClient:
 
         Raises: TimeoutError, ConnectionRefused.
         """
+        if self._reader is not None and self._reader.done():
+            # The session is over (refused, closed, or out of reconnect attempts): nobody would answer.
+            code, reason = self.closed_with or (None, "closed")
+            raise ConnectionRefused(code, reason)
         frame = dict(frame)
         frame.setdefault("id", f"c{next(_ids)}")
         future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
@@ -148,7 +152,13 @@ class GameClient:
         """Close the session."""
         self._closing = True
         if self._ws is not None:
-            await self._ws.close()
+            try:
+                await self._ws.close()
+            finally:
+                # A peer that vanished mid-close (a killed server) must not leave the socket open.
+                transport = self._ws.transport
+                if transport is not None and not transport.is_closing():
+                    transport.abort()
         if self._reader is not None:
             self._reader.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):

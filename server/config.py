@@ -29,7 +29,9 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     queue_limit: int = 1000
     max_placements: int = 1000
     command_timeout: float = 2.0
-    conflict_retries: int = 5
+    # Two nodes racing for one game each win about half the races, so a command may lose several in a
+    # row; each retry is one Redis round trip on fresh state.
+    conflict_retries: int = 20
     # Games held folded in memory; the least recently used unfollowed ones are reloaded when needed.
     max_live_games: int = 10_000
     log_level: str = "info"

@@ -56,7 +56,7 @@ class GameService:
         store: EventStore,
         *,
         max_placements: int = 1000,
-        retries: int = 5,
+        retries: int = 20,
         clock: Callable[[], str] = utc_now,
         failpoint: str | None = None,
         max_live_games: int = 10_000,

@@ -198,7 +198,7 @@ async def test_two_server_processes_share_one_history_and_decide_racing_commands
         return [await client.place(PERF, "viola") for _ in range(count)]
 
     answers = await asyncio.gather(race(ada, 15), race(ben, 15))
-    assert all(a["type"] == "accepted" for side in answers for a in side)
+    assert all(a["type"] == "accepted" for side in answers for a in side), answers
     versions = sorted(a["version"] for side in answers for a in side)
     assert versions == list(range(2, 32))
     for watcher in (watcher_one, watcher_two):
