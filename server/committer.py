@@ -134,6 +134,7 @@ class Committer:
         self, game: LiveGame, jobs: list[_Job], planned: list[_Planned], rejected: list[tuple[_Job, Rejected]]
     ) -> None:
         state, version, head = game.board.game, game.version, game.head
+        last = jobs[-1]
         for job in jobs:
             try:
                 events = decide(state, job.command)
@@ -144,10 +145,11 @@ class Committer:
                 game.game_id, version, head, job.command.id, job.command.seat, events
             )
             planned.append(_Planned(job, version, items, data))
-            for event in events:  # one or two events: evolve, not fold (which copies the whole state)
-                state = evolve(state, event)
             version += len(events)
             head = envelope.chain_hash(data[-1])
+            if job is not last:  # the next command of this game is decided on the state this one leaves
+                for event in events:  # one or two events: evolve, not fold (which copies the whole state)
+                    state = evolve(state, event)
 
     async def _settle(self, planned: list[_Planned], results: list[Appended | StoreError]) -> set[str]:
         """Answer each planned command; requeue those whose game moved under them."""
