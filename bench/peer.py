@@ -41,31 +41,13 @@ from bench.games import build_game
 from server.redis_store import RedisEventStore
 
 
-async def ours(url: str, games: list[list[bytes]]) -> dict[str, Any]:
-    store = await RedisEventStore.from_url(url, cluster=False)
-    try:
-        ids = [f"peer-{uuid.uuid4().hex[:12]}" for _ in games]
-        appends = 0
-        started = time.perf_counter()
-        for game_id, datas in zip(ids, games, strict=True):
-            await store.create(game_id, datas[0], {})
-            for version, data in enumerate(datas[1:], start=1):
-                await store.append(game_id, version, [data], f"0:c{version}")
-                appends += 1
-        append_seconds = time.perf_counter() - started
-        started = time.perf_counter()
-        loaded = 0
-        for game_id in ids:
-            loaded += len(await store.read(game_id))
-        load_seconds = time.perf_counter() - started
-    finally:
-        await store.close()
-    return _rates(appends, append_seconds, loaded, load_seconds)
+async def ours(url: str, games: list[list[bytes]], grouped: bool = False) -> dict[str, Any]:
+    """Append every game's commands to our store, then load every game back.
 
-
-async def ours_grouped(url: str, games: list[list[bytes]]) -> dict[str, Any]:
-    """One writer per game, all at once: each round appends every game's next command in one pipelined
-    call (`append_many`), as the server's group commit does when the games each have a command waiting."""
+    One append per call, game after game; or `grouped`: one writer per game, all at once, each round
+    appending every game's next command in one call (`append_many`), as the server's group commit does
+    when the games each have a command waiting.
+    """
     store = await RedisEventStore.from_url(url, cluster=False)
     try:
         ids = [f"peer-{uuid.uuid4().hex[:12]}" for _ in games]
@@ -73,15 +55,21 @@ async def ours_grouped(url: str, games: list[list[bytes]]) -> dict[str, Any]:
             await store.create(game_id, datas[0], {})
         appends = 0
         started = time.perf_counter()
-        for version in range(1, max(len(d) for d in games)):
-            batch = [
-                (game_id, version, [datas[version]], f"0:c{version}")
-                for game_id, datas in zip(ids, games, strict=True)
-                if version < len(datas)
-            ]
-            results = await store.append_many(batch)
-            assert all(not isinstance(r, Exception) for r in results), results
-            appends += len(batch)
+        if grouped:
+            for version in range(1, max(len(d) for d in games)):
+                batch = [
+                    (game_id, version, [datas[version]], f"0:c{version}")
+                    for game_id, datas in zip(ids, games, strict=True)
+                    if version < len(datas)
+                ]
+                results = await store.append_many(batch)
+                assert all(not isinstance(r, Exception) for r in results), results
+                appends += len(batch)
+        else:
+            for game_id, datas in zip(ids, games, strict=True):
+                for version, data in enumerate(datas[1:], start=1):
+                    await store.append(game_id, version, [data], f"0:c{version}")
+                    appends += 1
         append_seconds = time.perf_counter() - started
         started = time.perf_counter()
         loaded = 0
@@ -189,7 +177,7 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
             results[label] = {"durability": redis.durability, **asyncio.run(ours(redis.url, games))}
             results[label + "_grouped"] = {
                 "durability": redis.durability,
-                **asyncio.run(ours_grouped(redis.url, games)),
+                **asyncio.run(ours(redis.url, games, grouped=True)),
             }
     results["eventsourcing_popo"] = {
         "durability": "none (process memory)",

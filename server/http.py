@@ -51,6 +51,11 @@ def error(status: int, code: str, message: str) -> Response:
     return json({"code": code, "message": message}, status)
 
 
+def unavailable() -> Response:
+    """The answer when the event store cannot be reached."""
+    return error(503, "unavailable", "the event store cannot be reached; retry")
+
+
 def _bearer(request: Request) -> str | None:
     header = request.headers.get("authorization", "")
     scheme, _, value = header.partition(" ")
@@ -75,7 +80,7 @@ async def create_game(request: Request) -> Response:
     except Rejected as exc:
         return error(400, exc.code, exc.message)
     except StoreError:
-        return error(503, "unavailable", "the event store cannot be reached; retry")
+        return unavailable()
     return json(created, 201)
 
 
@@ -100,7 +105,7 @@ async def list_games(request: Request) -> Response:
             if len(found) >= limit:
                 break
     except StoreError:
-        return error(503, "unavailable", "the event store cannot be reached; retry")
+        return unavailable()
     return json(found)
 
 
@@ -122,7 +127,7 @@ async def get_game(request: Request) -> Response:
             return error(400, "bad_request", f"at must be an integer from 1 to {game.version}")
         return json(await ctx.service.view_at(game_id, version))
     except StoreError:
-        return error(503, "unavailable", "the event store cannot be reached; retry")
+        return unavailable()
 
 
 async def get_events(request: Request) -> Response:
@@ -139,7 +144,7 @@ async def get_events(request: Request) -> Response:
             return error(400, "bad_request", "after must be an integer >= 0")
         records = await ctx.service.history(game_id, after)
     except StoreError:
-        return error(503, "unavailable", "the event store cannot be reached; retry")
+        return unavailable()
 
     async def lines() -> AsyncIterator[bytes]:
         for start in range(0, len(records), 500):

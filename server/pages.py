@@ -22,7 +22,7 @@ from starlette.staticfiles import StaticFiles
 
 from domain import Token, legal_spaces
 from domain.rules import materials_needed
-from server.http import error, json, may_read
+from server.http import error, json, may_read, unavailable
 from server.store import StoreError
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ async def legal(request: Request) -> Response:
         game = await ctx.service.live(game_id)
         refusal = await may_read(request, ctx, game_id, game)
     except StoreError:
-        return error(503, "unavailable", "the event store cannot be reached; retry")
+        return unavailable()
     if refusal is not None:
         return refusal
     assert game is not None and game.board.game.layout is not None
