@@ -67,6 +67,7 @@ def create_app(settings: Settings | None = None, store: EventStore | None = None
             retries=settings.conflict_retries,
             failpoint=settings.failpoint,
             max_live_games=settings.max_live_games,
+            view_cache_bytes=settings.view_cache_bytes,
         )
         metrics = Metrics()
         ctx = Context(

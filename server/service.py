@@ -20,7 +20,7 @@ from projections import View, project
 from server import auth, envelope
 from server.committer import Committer, Outcome
 from server.envelope import Envelope, Record
-from server.live import GapError, Listener, LiveGame
+from server.live import SPACES_CACHE_BYTES, GapError, Listener, LiveGame
 from server.store import Appended, EventStore, StoreUnavailable, UnreadableGame
 
 log = logging.getLogger(__name__)
@@ -60,6 +60,7 @@ class GameService:
         clock: Callable[[], str] = utc_now,
         failpoint: str | None = None,
         max_live_games: int = 10_000,
+        view_cache_bytes: int = SPACES_CACHE_BYTES,
     ) -> None:
         self.store = store
         self.max_placements = max_placements
@@ -67,6 +68,7 @@ class GameService:
         self.clock = clock
         self.failpoint = failpoint
         self.max_live_games = max_live_games
+        self.view_cache_bytes = view_cache_bytes
         # Most recently used last; a game someone follows on this node is never evicted (see `pinned`).
         self.games: OrderedDict[str, LiveGame] = OrderedDict()
         self.pinned: Callable[[str], bool] = lambda game_id: False
@@ -116,7 +118,7 @@ class GameService:
         """
         game = self.games.get(game_id)
         if game is None:
-            game = LiveGame(game_id)
+            game = LiveGame(game_id, self.view_cache_bytes)
             await self.catch_up(game)
             if game.version == 0:
                 return None

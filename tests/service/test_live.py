@@ -5,9 +5,12 @@ from __future__ import annotations
 import random
 
 import msgspec
+import pytest
 
 from domain import InstrumentToken, PerformanceToken, Place, Rejected, RepairToken
 from projections import render
+from server.config import Settings
+from server.live import SPACES_CACHE_BYTES, LiveGame
 from server.memory_store import MemoryEventStore
 from server.service import GameService
 
@@ -39,3 +42,53 @@ async def test_the_view_encoded_space_by_space_is_byte_for_byte_the_whole_view_e
             msgspec.json.encode(render(live.board.game))
         )
     assert live.version > 100
+
+
+async def _long_game(service: GameService, placements: int) -> LiveGame:
+    game_id = (await service.create(["Ada", "Ben", "Cy"])).game_id
+    live = await service.live(game_id)
+    assert live is not None
+    rng = random.Random(5)
+    while live.version <= placements:
+        token, space = rng.choice(CHOICES)
+        try:
+            await service.handle(
+                game_id, Place(seat=rng.randrange(3), id=f"c{live.version}", token=token, space=space)
+            )
+        except Rejected:
+            continue
+        assert live.view_json == msgspec.json.encode(live.board.view)
+    return live
+
+
+def _cached(live: LiveGame) -> dict[str, int]:
+    return {space_id: len(raw) for space_id, (_, raw) in live._spaces_json.items()}
+
+
+@pytest.mark.parametrize("budget", [0, 700, 2_000])
+async def test_the_encoded_spaces_kept_stay_within_the_budget_and_the_view_stays_exact(budget: int) -> None:
+    live = await _long_game(GameService(MemoryEventStore(), view_cache_bytes=budget), 200)
+    whole = len(live.view_json)
+    assert whole > 2 * budget  # the game has outgrown its budget: some spaces are encoded per frame
+    cached = _cached(live)
+    assert sum(cached.values()) <= budget
+    assert live._cached_bytes == sum(cached.values())
+    if budget == 0:
+        assert cached == {}
+    else:
+        assert cached  # within the budget, spaces are still kept
+
+
+async def test_within_the_budget_every_space_is_kept_and_not_encoded_again() -> None:
+    live = await _long_game(GameService(MemoryEventStore(), view_cache_bytes=1 << 20), 100)
+    first = live.view_json
+    assert set(_cached(live)) == set(live.board.view.spaces)
+    kept = {space_id: raw for space_id, (_, raw) in live._spaces_json.items()}
+    assert live.view_json == first
+    assert all(live._spaces_json[space_id][1] is raw for space_id, raw in kept.items())
+
+
+def test_the_default_budget_is_the_settings_default() -> None:
+    assert (
+        Settings().view_cache_bytes == SPACES_CACHE_BYTES == GameService(MemoryEventStore()).view_cache_bytes
+    )
