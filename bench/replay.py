@@ -45,7 +45,7 @@ def fold_rates(datas: list[bytes], game_id: str, repeat: int) -> dict[str, float
             envelope.decode(data)
 
     def fold() -> None:
-        project(envelope.decode(data).event for data in datas)
+        project([envelope.decode(data).event for data in datas])
 
     def ingest() -> None:
         LiveGame(game_id).ingest(records)

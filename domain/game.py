@@ -229,8 +229,8 @@ def fold(events: Iterable[Event], state: Game | None = None) -> Game:
         if type(placed.token) is not InstrumentToken:
             space.contest[seat] += 1
         total = resources[seat]
-        for key, amount in gained.items():
-            total[key] = total.get(key, 0) + amount
+        for key in gained:
+            total[key] = total.get(key, 0) + gained[key]
         placements += 1
     work.placements += placements
     work.version += placements

@@ -154,7 +154,7 @@ class GameService:
     async def view_at(self, game_id: str, version: int) -> View:
         """The view as it was after event `version`. Raises: StoreUnavailable."""
         records = await self.store.read(game_id, 0, version)
-        return project(envelope.decode(r.data).event for r in records).view
+        return project([envelope.decode(r.data).event for r in records]).view
 
     async def replay(self, game_id: str, prior: Appended) -> Outcome:
         """The answer an accepted command got, read back from the store. Raises: StoreUnavailable."""

@@ -8,9 +8,10 @@ import msgspec
 import pytest
 
 from domain import InstrumentToken, PerformanceToken, Place, Rejected, RepairToken
-from projections import render
+from projections import project, render
+from server import envelope
 from server.config import Settings
-from server.live import SPACES_CACHE_BYTES, LiveGame
+from server.live import SPACES_CACHE_BYTES, GapError, LiveGame
 from server.memory_store import MemoryEventStore
 from server.service import GameService
 
@@ -91,4 +92,25 @@ async def test_within_the_budget_every_space_is_kept_and_not_encoded_again() -> 
 def test_the_default_budget_is_the_settings_default() -> None:
     assert (
         Settings().view_cache_bytes == SPACES_CACHE_BYTES == GameService(MemoryEventStore()).view_cache_bytes
+    )
+
+
+async def test_ingest_skips_what_it_has_seen_and_refuses_a_gap() -> None:
+    service = GameService(MemoryEventStore())
+    game_id = (await service.create(["Ada", "Ben"])).game_id
+    for i in range(4):
+        await service.handle(game_id, Place(seat=i % 2, id=f"p{i}", token=RepairToken("winds"), space="oboe"))
+    records = await service.store.read(game_id)
+    live = LiveGame(game_id)
+    assert live.ingest(records[:2]) == 2
+    assert live.ingest(records[:3]) == 1  # versions 1 and 2 again are skipped
+    assert live.ingest(records[:3]) == 0
+    with pytest.raises(GapError, match="got version 5 past version 3"):
+        live.ingest([records[4]])
+    with pytest.raises(GapError, match="got version 5 past version 3"):
+        live.ingest([records[3], records[4], records[4]][1:])
+    assert live.version == 3  # a refused batch changes nothing
+    assert live.ingest(records) == 2
+    assert live.view_json == msgspec.json.encode(
+        project([envelope.decode(r.data).event for r in records]).view
     )
