@@ -1,7 +1,14 @@
 """Store: our RedisEventStore vs the `eventsourcing` library's recorders (POPO in memory, SQLite).
 
-The same event sequences (the stored envelopes of real games, made by our command service) are appended
-one event per call, as a server appends one command at a time, then every game is loaded back whole.
+The same event sequences (the stored envelopes of real games, made by our command service) are appended,
+then every game is loaded back whole. Three ways of appending, each run on every store:
+
+- sequential: one event per call, game after game (one writer);
+- grouped: each round appends every game's next event in one call (our `append_many`, one SQLite
+  transaction), as the server's group commit does;
+- concurrent: one writer per game, all at once, one event per call (asyncio tasks on our store, threads
+  on the recorder), as many games append independently.
+
 Durability, side by side:
 
 - ours on Redis, appendonly no: acknowledged writes live in Redis's memory only;
@@ -20,10 +27,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sqlite3
 import tempfile
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -41,12 +50,13 @@ from bench.games import build_game
 from server.redis_store import RedisEventStore
 
 
-async def ours(url: str, games: list[list[bytes]], grouped: bool = False) -> dict[str, Any]:
+async def ours(url: str, games: list[list[bytes]], mode: str = "sequential") -> dict[str, Any]:
     """Append every game's commands to our store, then load every game back.
 
-    One append per call, game after game; or `grouped`: one writer per game, all at once, each round
-    appending every game's next command in one call (`append_many`), as the server's group commit does
-    when the games each have a command waiting.
+    `sequential`: one append per call, game after game. `grouped`: each round appends every game's next
+    command in one call (`append_many`), as the server's group commit does when the games each have a
+    command waiting. `concurrent`: one writer per game, all at once, each appending its game's commands
+    one per call (as nodes, or one node's games, append independently).
     """
     store = await RedisEventStore.from_url(url, cluster=False)
     try:
@@ -55,7 +65,7 @@ async def ours(url: str, games: list[list[bytes]], grouped: bool = False) -> dic
             await store.create(game_id, datas[0], {})
         appends = 0
         started = time.perf_counter()
-        if grouped:
+        if mode == "grouped":
             for version in range(1, max(len(d) for d in games)):
                 batch = [
                     (game_id, version, [datas[version]], f"0:c{version}")
@@ -65,6 +75,14 @@ async def ours(url: str, games: list[list[bytes]], grouped: bool = False) -> dic
                 results = await store.append_many(batch)
                 assert all(not isinstance(r, Exception) for r in results), results
                 appends += len(batch)
+        elif mode == "concurrent":
+
+            async def writer(game_id: str, datas: list[bytes]) -> int:
+                for version, data in enumerate(datas[1:], start=1):
+                    await store.append(game_id, version, [data], f"0:c{version}")
+                return len(datas) - 1
+
+            appends = sum(await asyncio.gather(*(writer(g, d) for g, d in zip(ids, games, strict=True))))
         else:
             for game_id, datas in zip(ids, games, strict=True):
                 for version, data in enumerate(datas[1:], start=1):
@@ -102,6 +120,50 @@ def recorder_grouped(recorder: Any, games: list[list[bytes]]) -> dict[str, Any]:
         loaded += len(recorder.select_events(originator))
     load_seconds = time.perf_counter() - started
     return _rates(appends, append_seconds, loaded, load_seconds)
+
+
+def recorder_concurrent(recorder: Any, games: list[list[bytes]]) -> dict[str, Any]:
+    """One thread per game, all at once, each inserting its game's events one per call (one commit
+    each), as the recorder's thread-safe connection pool allows."""
+    ids = [uuid.uuid4() for _ in games]
+
+    def writer(originator: uuid.UUID, datas: list[bytes]) -> int:
+        for version, data in enumerate(datas, start=1):
+            recorder.insert_events([StoredEvent(originator, version, "orchestra:Envelope", data)])
+        return len(datas)
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=len(games)) as pool:
+        appends = sum(pool.map(writer, ids, games))
+    append_seconds = time.perf_counter() - started
+    started = time.perf_counter()
+    loaded = 0
+    for originator in ids:
+        loaded += len(recorder.select_events(originator))
+    load_seconds = time.perf_counter() - started
+    return _rates(appends, append_seconds, loaded, load_seconds)
+
+
+def fsync_costs(directory: Path, writes: int) -> dict[str, float]:
+    """Microseconds per 400-byte write + fdatasync, to a growing file (as Redis's AOF grows) and in place
+    (as SQLite's WAL is rewritten from its start after each checkpoint), on the disk both stores use."""
+    costs: dict[str, float] = {}
+    for name, grow in (("append_grow_us", True), ("overwrite_us", False)):
+        path = directory / f"fsync-{name}.bin"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
+        try:
+            if not grow:
+                os.write(fd, bytes(400 * writes))
+                os.fsync(fd)
+                os.lseek(fd, 0, os.SEEK_SET)
+            started = time.perf_counter()
+            for _ in range(writes):
+                os.write(fd, b"x" * 400)
+                os.fdatasync(fd)
+            costs[name] = (time.perf_counter() - started) / writes * 1e6
+        finally:
+            os.close(fd)
+    return costs
 
 
 def _rates(appends: int, append_seconds: float, loaded: int, load_seconds: float) -> dict[str, Any]:
@@ -142,11 +204,14 @@ def _pool_class(synchronous: str) -> type[SQLiteConnectionPool]:
     return Pool
 
 
-def sqlite_recorder(directory: Path, synchronous: str) -> tuple[SQLiteApplicationRecorder, SQLiteDatastore]:
+def sqlite_recorder(
+    directory: Path, synchronous: str, pool_size: int = 5
+) -> tuple[SQLiteApplicationRecorder, SQLiteDatastore]:
+    directory.mkdir(parents=True, exist_ok=True)
     path = str(directory / f"events-{synchronous.lower()}.sqlite")
     datastore = SQLiteDatastore(path)
     datastore.pool.close()
-    datastore.pool = _pool_class(synchronous)(db_name=path)
+    datastore.pool = _pool_class(synchronous)(db_name=path, pool_size=pool_size)
     recorder = SQLiteApplicationRecorder(datastore)
     recorder.create_table()
     return recorder, datastore
@@ -157,6 +222,10 @@ def _check_synchronous(datastore: SQLiteDatastore) -> int:
         raw: sqlite3.Connection = connection._sqlite_conn
         value = raw.execute("PRAGMA synchronous").fetchone()[0]
         return int(value)
+
+
+MODES = ("sequential", "grouped", "concurrent")
+SUFFIX = {"sequential": "", "grouped": "_grouped", "concurrent": "_concurrent"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -174,36 +243,37 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     for fsync in (False, True):
         with RedisServer(fsync_always=fsync) as redis:
             label = "ours_redis_fsync_always" if fsync else "ours_redis_no_aof"
-            results[label] = {"durability": redis.durability, **asyncio.run(ours(redis.url, games))}
-            results[label + "_grouped"] = {
-                "durability": redis.durability,
-                **asyncio.run(ours(redis.url, games, grouped=True)),
-            }
+            for mode in MODES:
+                row = asyncio.run(ours(redis.url, games, mode))
+                results[label + SUFFIX[mode]] = {"durability": redis.durability, **row}
     results["eventsourcing_popo"] = {
         "durability": "none (process memory)",
         **recorder_run(POPOApplicationRecorder(), games),
     }
+    runs = {"sequential": recorder_run, "grouped": recorder_grouped, "concurrent": recorder_concurrent}
     with tempfile.TemporaryDirectory(prefix="bench-sqlite-") as directory:
+        disk = fsync_costs(Path(directory), 200 if args.quick else 2000)
+        say(
+            f"fdatasync: {disk['append_grow_us']:.0f} us growing a file, "
+            f"{disk['overwrite_us']:.0f} us in place"
+        )
         for synchronous in ("FULL", "NORMAL"):
-            recorder, datastore = sqlite_recorder(Path(directory), synchronous)
-            level = _check_synchronous(datastore)
-            results[f"eventsourcing_sqlite_{synchronous.lower()}"] = {
-                "durability": f"SQLite file, WAL, synchronous={synchronous} (pragma reads {level})",
-                **recorder_run(recorder, games),
-            }
-            datastore.close()
-            (Path(directory) / "grouped").mkdir(exist_ok=True)
-            recorder, datastore = sqlite_recorder(Path(directory) / "grouped", synchronous)
-            results[f"eventsourcing_sqlite_{synchronous.lower()}_grouped"] = {
-                "durability": f"SQLite file, WAL, synchronous={synchronous}",
-                **recorder_grouped(recorder, games),
-            }
-            datastore.close()
+            for mode in MODES:
+                recorder, datastore = sqlite_recorder(
+                    Path(directory) / mode, synchronous, pool_size=len(games)
+                )
+                level = _check_synchronous(datastore)
+                results[f"eventsourcing_sqlite_{synchronous.lower()}{SUFFIX[mode]}"] = {
+                    "durability": f"SQLite file, WAL, synchronous={synchronous} (pragma reads {level})",
+                    **runs[mode](recorder, games),
+                }
+                datastore.close()
     for name, row in results.items():
         say(f"{name}: {row['appends_per_s']:.0f} appends/s, {row['loaded_events_per_s']:.0f} events loaded/s")
     appends = {name: row["appends_per_s"] for name, row in results.items()}
     summary = {
         "appends_per_s": appends,
+        "fdatasync_us": disk,
         "loaded_events_per_s": {name: row["loaded_events_per_s"] for name, row in results.items()},
         "ratio_ours_fsync_always_to_sqlite_full": ratio(
             appends["ours_redis_fsync_always"], appends["eventsourcing_sqlite_full"]
@@ -215,10 +285,15 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         "ratio_grouped_ours_fsync_always_to_sqlite_full": ratio(
             appends["ours_redis_fsync_always_grouped"], appends["eventsourcing_sqlite_full_grouped"]
         ),
+        "ratio_concurrent_ours_fsync_always_to_sqlite_full": ratio(
+            appends["ours_redis_fsync_always_concurrent"], appends["eventsourcing_sqlite_full_concurrent"]
+        ),
         "goal": "our store appends faster than eventsourcing's SQLite recorder (at equal durability)",
         "goal_met": appends["ours_redis_fsync_always"] > appends["eventsourcing_sqlite_full"],
         "goal_met_grouped": appends["ours_redis_fsync_always_grouped"]
         > appends["eventsourcing_sqlite_full_grouped"],
+        "goal_met_concurrent": appends["ours_redis_fsync_always_concurrent"]
+        > appends["eventsourcing_sqlite_full_concurrent"],
         "goal_met_at_lower_durability": appends["ours_redis_no_aof"] > appends["eventsourcing_sqlite_normal"],
     }
     path = write_result(
@@ -237,7 +312,8 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         f"{summary['ratio_ours_fsync_always_to_sqlite_full']:.2f}, "
         f"ours (no AOF) / SQLite NORMAL = {summary['ratio_ours_no_aof_to_sqlite_normal']:.2f}; "
         "grouped, fsync always / SQLite FULL = "
-        f"{summary['ratio_grouped_ours_fsync_always_to_sqlite_full']:.2f}; "
+        f"{summary['ratio_grouped_ours_fsync_always_to_sqlite_full']:.2f}; concurrent = "
+        f"{summary['ratio_concurrent_ours_fsync_always_to_sqlite_full']:.2f}; "
         f"wrote {path}"
     )
     return 0

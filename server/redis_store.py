@@ -2,7 +2,7 @@
 
 Writes are one Lua script each (see `server.redis_scripts`), so a batch is never partly written. Every
 redis-py exception is translated here into the port's `StoreError` family; the shell never sees one.
-Commands run with a bounded socket timeout, so a hung Redis yields `StoreUnavailable`, never a hang.
+Every call is bounded by `asyncio.timeout`, so a hung Redis yields `StoreUnavailable`, never a hang.
 Tails use a second client with its own large pool: a blocked XREAD per tailed game never starves
 commands, and one XREAD per game (not one over many streams) works across Cluster slots.
 """
@@ -10,8 +10,8 @@ commands, and one XREAD per game (not one over many streams) works across Cluste
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from typing import Any, cast
 
 from redis import exceptions as rx
@@ -58,11 +58,19 @@ _UNAVAILABLE: tuple[type[BaseException], ...] = (
 _DRIVER_ERRORS: tuple[type[BaseException], ...] = (*_UNAVAILABLE, rx.RedisError)
 
 
-@contextmanager
-def _boundary(game_id: str = "", expected: int = 0) -> Iterator[None]:
-    """Translate driver errors into the port's errors, here and nowhere else."""
+@asynccontextmanager
+async def _boundary(timeout: float, game_id: str = "", expected: int = 0) -> AsyncIterator[None]:
+    """Bound a call in time and translate driver errors into the port's errors, here and nowhere else.
+
+    The bound is `asyncio.timeout`, not redis-py's socket timeout: that one wraps every write in
+    `asyncio.wait_for`, a task per command. A call cut short leaves its connection closed by redis-py,
+    so no reply can ever be read by the wrong caller.
+    """
     try:
-        yield
+        async with asyncio.timeout(timeout):
+            yield
+    except TimeoutError as exc:
+        raise StoreUnavailable(f"redis: no answer within {timeout} s") from exc
     except _DRIVER_ERRORS as exc:
         raise _translate(exc, game_id, expected) from exc
 
@@ -109,6 +117,7 @@ class RedisEventStore:
         self._client = client
         self._tail_client = tail_client
         self._block_ms = block_ms
+        self._timeout = timeout
         self._tail_deadline = block_ms / 1000 + timeout
         # redis-py's Script: EVALSHA, and SCRIPT LOAD (on every primary in Cluster) then retry on NOSCRIPT.
         self._append = client.register_script(APPEND)
@@ -131,12 +140,12 @@ class RedisEventStore:
         """
         if cluster is None:
             cluster = await _is_cluster(url, timeout)
-        # The tail client has no socket timeout of its own: redis-py then writes without
-        # asyncio.wait_for, which on Python 3.11 can swallow a cancellation (cpython gh-86296) and
-        # hold a cancelled tail for a whole BLOCK. `tail` bounds each read with asyncio.timeout instead.
+        # Neither client has a socket timeout: `_boundary` bounds every call instead (see there). Without
+        # one, redis-py also writes without asyncio.wait_for, which on Python 3.11 can swallow a
+        # cancellation (cpython gh-86296) and hold a cancelled tail for a whole BLOCK.
         return cls(
-            _connect(url, cluster, timeout, timeout, max_connections=None),
-            _connect(url, cluster, None, timeout, max_connections=TAIL_CONNECTIONS),
+            _connect(url, cluster, timeout, max_connections=None),
+            _connect(url, cluster, timeout, max_connections=TAIL_CONNECTIONS),
             block_ms=block_ms,
             timeout=timeout,
         )
@@ -154,7 +163,7 @@ class RedisEventStore:
         Raises: GameExists, StoreUnavailable.
         """
         pairs = [item for field, value in credentials.items() for item in (field, value)]
-        with _boundary(game_id):
+        async with _boundary(self._timeout, game_id):
             seconds, micros = await self._create(
                 keys=[events_key(game_id), auth_key(game_id)], args=[data, *pairs]
             )
@@ -171,7 +180,7 @@ class RedisEventStore:
         """
         if not envelopes:
             raise ValueError("append needs at least one envelope")
-        with _boundary(game_id, expected):
+        async with _boundary(self._timeout, game_id, expected):
             first, last, duplicate = await self._append(
                 keys=[events_key(game_id), commands_key(game_id)], args=[expected, command_key, *envelopes]
             )
@@ -201,7 +210,7 @@ class RedisEventStore:
                 APPEND, 2, events_key(game_id), commands_key(game_id), expected, command_key, *envelopes
             )
         try:
-            with _boundary():
+            async with _boundary(self._timeout):
                 replies = await pipe.execute(raise_on_error=False)
         except StoreError as exc:
             return [exc for _ in batch]
@@ -225,7 +234,7 @@ class RedisEventStore:
             keys += [events_key(game_id), commands_key(game_id)]
             args += [expected, command_key, len(envelopes), *envelopes]
         try:
-            with _boundary():
+            async with _boundary(self._timeout):
                 replies = await self._append_many(keys=keys, args=args)
         except StoreError as exc:
             return [exc for _ in batch]
@@ -243,7 +252,7 @@ class RedisEventStore:
 
         Raises: StoreUnavailable.
         """
-        with _boundary(game_id):
+        async with _boundary(self._timeout, game_id):
             seen = cast(bytes | None, await self._client.hget(commands_key(game_id), command_key))
         if seen is None:
             return None
@@ -259,7 +268,7 @@ class RedisEventStore:
         records: list[Record] = []
         # Chunked, so one long game never makes one huge reply that blocks Redis and the client.
         while until is None or after < until:
-            with _boundary(game_id):
+            async with _boundary(self._timeout, game_id):
                 entries = cast(
                     _Entries, await self._client.xrange(key, f"(0-{after}", stop, count=READ_CHUNK)
                 )
@@ -277,11 +286,10 @@ class RedisEventStore:
         key = events_key(game_id)
         while True:
             # Always from the last delivered id, never `$`: `$` would skip what arrived in between.
-            with _boundary(game_id):
-                async with asyncio.timeout(self._tail_deadline):
-                    reply = await self._tail_client.xread(
-                        {key: f"0-{after}"}, count=READ_CHUNK, block=self._block_ms
-                    )
+            async with _boundary(self._tail_deadline, game_id):
+                reply = await self._tail_client.xread(
+                    {key: f"0-{after}"}, count=READ_CHUNK, block=self._block_ms
+                )
             if not reply:
                 continue
             batch = _records(_entries_of(reply))
@@ -290,19 +298,19 @@ class RedisEventStore:
 
     async def version(self, game_id: str) -> int:
         """The game's current version; 0 for an unknown game. Raises: StoreUnavailable."""
-        with _boundary(game_id):
+        async with _boundary(self._timeout, game_id):
             top = cast(_Entries, await self._client.xrevrange(events_key(game_id), "+", "-", count=1))
         return _version_of(top[0][0]) if top else 0
 
     async def credentials(self, game_id: str) -> dict[str, str]:
         """The game's credential hashes ({} for an unknown game). Raises: StoreUnavailable."""
-        with _boundary(game_id):
+        async with _boundary(self._timeout, game_id):
             raw = cast(dict[bytes, bytes], await self._client.hgetall(auth_key(game_id)))
         return {field.decode(): value.decode() for field, value in raw.items()}
 
     async def games(self) -> list[str]:
         """Ids of every game created, oldest first. Raises: StoreUnavailable."""
-        with _boundary():
+        async with _boundary(self._timeout):
             ids = cast(list[bytes], await self._client.zrange(GAMES_KEY, 0, -1))
         return [game_id.decode() for game_id in ids]
 
@@ -311,14 +319,14 @@ class RedisEventStore:
 
         Raises: StoreUnavailable.
         """
-        with _boundary(game_id):
+        async with _boundary(self._timeout, game_id):
             await self._client.delete(events_key(game_id), auth_key(game_id), commands_key(game_id))
             await self._client.zrem(GAMES_KEY, game_id)
 
     async def ping(self) -> bool:
         """Whether the store answers now."""
         try:
-            with _boundary():
+            async with _boundary(self._timeout):
                 await self._client.ping()
         except StoreError:
             return False
@@ -337,13 +345,11 @@ def _entries_of(reply: Any) -> _Entries:
     return cast(_Entries, reply[0][1])
 
 
-def _connect(
-    url: str, cluster: bool, timeout: float | None, connect_timeout: float, max_connections: int | None
-) -> Client:
+def _connect(url: str, cluster: bool, connect_timeout: float, max_connections: int | None) -> Client:
     # One quick retry covers a pooled connection that a Redis restart closed; more would turn an
     # outage into a hang instead of a prompt StoreUnavailable.
     options: dict[str, Any] = {
-        "socket_timeout": timeout,
+        "socket_timeout": None,
         "socket_connect_timeout": connect_timeout,
         "retry": Retry(ExponentialBackoff(cap=0.1, base=0.01), 1),
     }
@@ -357,9 +363,9 @@ def _connect(
 async def _is_cluster(url: str, timeout: float) -> bool:
     if url.startswith("unix://"):
         return False
-    probe = _connect(url, False, timeout, timeout, max_connections=1)
+    probe = _connect(url, False, timeout, max_connections=1)
     try:
-        with _boundary():
+        async with _boundary(timeout):
             info = await probe.info("cluster")
     finally:
         await probe.aclose()
