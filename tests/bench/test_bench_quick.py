@@ -172,7 +172,10 @@ def test_store(results: dict[str, dict[str, Any]]) -> None:
         "eventsourcing_sqlite_normal",
     }
     grouped = {name + "_grouped" for name in one_at_a_time - {"eventsourcing_popo"}}
-    assert set(result["results"]) == one_at_a_time | grouped
+    concurrent = {name + "_concurrent" for name in one_at_a_time - {"eventsourcing_popo"}}
+    assert set(result["results"]) == one_at_a_time | grouped | concurrent
+    disk = result["summary"]["fdatasync_us"]
+    assert _positive(disk["append_grow_us"]) and _positive(disk["overwrite_us"])
     for row in result["results"].values():
         assert _positive(row["appends_per_s"]) and _positive(row["loaded_events_per_s"])
         assert row["events_loaded"] == result["games"] * result["events_per_game"]
