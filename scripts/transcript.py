@@ -145,12 +145,13 @@ async def play(url: str) -> Transcript:
             nonlocal version
             await sender.send(frame)
             answer = await sender.recv()
-            if answer["type"] == "events":  # the sender's own copy of the live frame comes first
+            own_copy = answer["type"] == "events"  # the sender's copy of the live frame may come first
+            if own_copy:
                 answer = await sender.recv()
             if answer["type"] == "accepted" and answer["version"] > version:  # not a repeated id
                 version = answer["version"]
                 for other in everyone:
-                    if other is not sender:
+                    if other is not sender or not own_copy:  # else after the answer
                         live = await other.recv()
                         assert live["type"] == "events", live
             return answer

@@ -65,6 +65,8 @@ class Committer:
         self._waiting: list[_Job] = []
         self._task: asyncio.Task[None] | None = None
         self.busy: set[str] = set()  # games with commands in the current round (never evicted meanwhile)
+        self._quiet = asyncio.Event()  # set while no round is running
+        self._quiet.set()
 
     def submit(self, game_id: str, command: Place | EndGame) -> asyncio.Future[Outcome]:
         """Queue a command; the future gets its Outcome, or Rejected / StoreError."""
@@ -84,9 +86,15 @@ class Committer:
         for job in self._waiting:
             _fail(job, StoreUnavailable("the server is shutting down"))
 
+    async def settled(self, game_id: str) -> None:
+        """Return once no round holds `game_id`: its appends in flight are folded in, or have failed."""
+        while game_id in self.busy:
+            await self._quiet.wait()
+
     async def _run(self) -> None:
         while self._waiting:
             jobs, self._waiting = self._waiting, []
+            self._quiet.clear()
             try:
                 await self._round(jobs)
             except asyncio.CancelledError:
@@ -100,6 +108,7 @@ class Committer:
                     _fail(job, exc if isinstance(exc, StoreError) else StoreUnavailable(str(exc)))
             finally:
                 self.busy.clear()
+                self._quiet.set()
 
     async def _round(self, jobs: list[_Job]) -> None:
         by_game: dict[str, list[_Job]] = {}

@@ -13,6 +13,7 @@ import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import msgspec
@@ -234,10 +235,16 @@ class Hub:
             written = datetime.fromisoformat(at.replace("Z", "+00:00"))
             self.metrics.tail_lag.set(max(0.0, (datetime.now(UTC) - written).total_seconds()))
 
+    async def _known(self, game: LiveGame) -> int:
+        # This node's own appends reach the game without the tail: once they have landed, a notice of
+        # them needs no read.
+        await self.service.committer.settled(game.game_id)
+        return game.version
+
     async def _tail(self, game: LiveGame) -> None:
         store = self.service.store
         while True:
-            stream = store.tail(game.game_id, game.version)
+            stream = store.tail(game.game_id, game.version, known=partial(self._known, game))
             try:
                 async for records in stream:
                     try:

@@ -7,6 +7,9 @@ them live in one slot and a single script may touch them all:
     orchestra:{<game_id>}:auth      hash of the seat and watch credential hashes (secrets stay off events)
     orchestra:{<game_id>}:commands  hash command_key -> "first last" (the outcome a repeat gets back)
     orchestra:games                 sorted set of game ids, scored by creation time (Redis's clock, in us)
+
+and one pub/sub channel, `orchestra:{<game_id>}:appended`, on which each append on a standalone Redis
+publishes the game's new version (nodes' tails wait for it; see `server.redis_notify`).
 """
 
 from __future__ import annotations
@@ -30,7 +33,14 @@ def commands_key(game_id: str) -> str:
     return f"orchestra:{{{game_id}}}:commands"
 
 
-# KEYS: events, commands. ARGV: expected version, command key, envelope... -> {first, last, duplicate}.
+def appended_channel(game_id: str) -> str:
+    """The pub/sub channel on which the game's appends announce its new version."""
+    return f"orchestra:{{{game_id}}}:appended"
+
+
+# KEYS: events, commands[, channel]. ARGV: expected version, command key, envelope...
+# -> {first, last, duplicate}. With a channel (standalone Redis), the new version is published on it; a
+# Cluster would broadcast every publish to all its nodes, so there tails block on XREAD instead.
 # The version is the top entry's id, never XLEN: XLEN would lie after any trim or deletion. The command
 # key is checked before the version, because a retried command must get its first outcome back even
 # when other commands have moved the game on since.
@@ -50,28 +60,31 @@ for i = 3, #ARGV do
   redis.call('XADD', KEYS[1], '0-' .. version, 'e', ARGV[i])
 end
 redis.call('HSET', KEYS[2], ARGV[2], (expected + 1) .. ' ' .. version)
+if KEYS[3] then redis.call('PUBLISH', KEYS[3], version) end
 return {expected + 1, version, 0}
 """
 
-# KEYS: events, auth. ARGV: first envelope, then credential field/value pairs -> the Redis clock (s, us).
-# A stale credentials hash without a stream (a half-deleted game) must not leak into the new game.
+# KEYS: events, auth[, channel]. ARGV: first envelope, then credential field/value pairs -> the Redis
+# clock (s, us). A stale credentials hash without a stream (a half-deleted game) must not leak into the
+# new game. With a channel, version 1 is published on it, as APPEND publishes every later version.
 CREATE = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return redis.error_reply('EXISTS') end
 redis.call('DEL', KEYS[2])
 redis.call('XADD', KEYS[1], '0-1', 'e', ARGV[1])
 if #ARGV > 1 then redis.call('HSET', KEYS[2], unpack(ARGV, 2)) end
+if KEYS[3] then redis.call('PUBLISH', KEYS[3], 1) end
 return redis.call('TIME')
 """
 
 # Many appends in one call (standalone Redis only: in a Cluster the games' keys live in different slots).
-# KEYS: events, commands of each append in turn. ARGV: per append, expected version, command key, the
-# number n of envelopes, then the n envelopes. Each append is checked and written exactly as APPEND
+# KEYS: events, commands, channel of each append in turn. ARGV: per append, expected version, command
+# key, the number n of envelopes, then the n envelopes. Each append is checked and written exactly as APPEND
 # does, in order, and gets its own result: {first, last, duplicate}, or {-1, 'CONFLICT <v>' | 'NOGAME'}.
 APPEND_MANY = """
 local results = {}
 local a = 1
-for i = 1, #KEYS, 2 do
-  local events, commands = KEYS[i], KEYS[i + 1]
+for i = 1, #KEYS, 3 do
+  local events, commands, channel = KEYS[i], KEYS[i + 1], KEYS[i + 2]
   local expected, key, n = tonumber(ARGV[a]), ARGV[a + 1], tonumber(ARGV[a + 2])
   local first_envelope = a + 3
   a = a + 3 + n
@@ -93,6 +106,7 @@ for i = 1, #KEYS, 2 do
           redis.call('XADD', events, '0-' .. version, 'e', ARGV[j])
         end
         redis.call('HSET', commands, key, (expected + 1) .. ' ' .. version)
+        redis.call('PUBLISH', channel, version)
         results[#results + 1] = {expected + 1, version, 0}
       end
     end

@@ -20,17 +20,27 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
 from server.envelope import Record
+from server.redis_notify import Notifier
 from server.redis_scripts import (
     APPEND,
     APPEND_MANY,
     CREATE,
     FIELD,
     GAMES_KEY,
+    appended_channel,
     auth_key,
     commands_key,
     events_key,
 )
-from server.store import Appended, ConcurrencyConflict, GameExists, GameNotFound, StoreError, StoreUnavailable
+from server.store import (
+    Appended,
+    ConcurrencyConflict,
+    GameExists,
+    GameNotFound,
+    Known,
+    StoreError,
+    StoreUnavailable,
+)
 
 Client = Redis | RedisCluster
 # A stream reply as redis-py parses it (responses are never decoded: envelopes stay bytes).
@@ -124,6 +134,13 @@ class RedisEventStore:
         self._create = client.register_script(CREATE)
         self._append_many = client.register_script(APPEND_MANY)
         self._cluster = isinstance(client, RedisCluster)
+        # On a standalone Redis tails wait for append notices (see server.redis_notify), on a Cluster
+        # they block on XREAD.
+        self._notifier = (
+            None
+            if isinstance(tail_client, RedisCluster)
+            else Notifier(tail_client, timeout=timeout, heartbeat=block_ms / 1000)
+        )
 
     @classmethod
     async def from_url(
@@ -165,7 +182,7 @@ class RedisEventStore:
         pairs = [item for field, value in credentials.items() for item in (field, value)]
         async with _boundary(self._timeout, game_id):
             seconds, micros = await self._create(
-                keys=[events_key(game_id), auth_key(game_id)], args=[data, *pairs]
+                keys=self._game_keys(game_id, auth_key(game_id)), args=[data, *pairs]
             )
             await self._client.zadd(GAMES_KEY, {game_id: int(seconds) * 1_000_000 + int(micros)}, nx=True)
 
@@ -182,7 +199,7 @@ class RedisEventStore:
             raise ValueError("append needs at least one envelope")
         async with _boundary(self._timeout, game_id, expected):
             first, last, duplicate = await self._append(
-                keys=[events_key(game_id), commands_key(game_id)], args=[expected, command_key, *envelopes]
+                keys=self._game_keys(game_id, commands_key(game_id)), args=[expected, command_key, *envelopes]
             )
         return Appended(int(first), int(last), bool(duplicate))
 
@@ -231,7 +248,7 @@ class RedisEventStore:
         for game_id, expected, envelopes, command_key in batch:
             if not envelopes:
                 raise ValueError("append needs at least one envelope")
-            keys += [events_key(game_id), commands_key(game_id)]
+            keys += [events_key(game_id), commands_key(game_id), appended_channel(game_id)]
             args += [expected, command_key, len(envelopes), *envelopes]
         try:
             async with _boundary(self._timeout):
@@ -278,11 +295,23 @@ class RedisEventStore:
             after = records[-1].version
         return records
 
-    async def tail(self, game_id: str, after: int) -> AsyncIterator[list[Record]]:
+    def _game_keys(self, game_id: str, second: str) -> list[str]:
+        # The notice channel rides along as a key on a standalone Redis (scripts publish on it).
+        keys = [events_key(game_id), second]
+        if not self._cluster:
+            keys.append(appended_channel(game_id))
+        return keys
+
+    async def tail(self, game_id: str, after: int, known: Known | None = None) -> AsyncIterator[list[Record]]:
         """Live batches of records after `after`, in order, without gap or duplicate, until cancelled.
 
+        With `known`, versions up to what it returns are not read again (the caller has them already).
         Raises: StoreUnavailable (from the iterator; resume with a new tail after the last version).
         """
+        if self._notifier is not None:
+            async for batch in self._notified(game_id, after, known, self._notifier):
+                yield batch
+            return
         key = events_key(game_id)
         while True:
             # Always from the last delivered id, never `$`: `$` would skip what arrived in between.
@@ -295,6 +324,29 @@ class RedisEventStore:
             batch = _records(_entries_of(reply))
             after = batch[-1].version
             yield batch
+
+    async def _notified(
+        self, game_id: str, after: int, known: Known | None, notifier: Notifier
+    ) -> AsyncIterator[list[Record]]:
+        # Subscribed (and confirmed) before the first read: every later append is in a notice.
+        watch = await notifier.watch(appended_channel(game_id).encode())
+        try:
+            last = after
+            latest: int | None = None  # None: the first read, of what came before the subscription
+            while True:
+                position = last if known is None else max(last, await known())
+                if latest is None or latest > position:
+                    batch = await self.read(game_id, position)
+                    if batch:
+                        last = batch[-1].version
+                        yield batch
+                    else:
+                        last = position
+                else:
+                    last = position  # a notice of what the caller has already: no read
+                latest = await watch.wait()
+        finally:
+            watch.close()
 
     async def version(self, game_id: str) -> int:
         """The game's current version; 0 for an unknown game. Raises: StoreUnavailable."""
@@ -334,6 +386,8 @@ class RedisEventStore:
 
     async def close(self) -> None:
         """Release both connection pools."""
+        if self._notifier is not None:
+            await self._notifier.close()
         await self._tail_client.aclose()
         await self._client.aclose()
 

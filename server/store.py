@@ -13,7 +13,7 @@ contract suite (tests/store/).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Protocol
 
 import msgspec
@@ -61,6 +61,10 @@ class Appended(msgspec.Struct, frozen=True):
     duplicate: bool = False
 
 
+# The caller's version of a game, awaited once its own appends in flight have landed.
+Known = Callable[[], Awaitable[int]]
+
+
 class EventStore(Protocol):
     """Durable, ordered, per-game streams of envelopes."""
 
@@ -99,9 +103,11 @@ class EventStore(Protocol):
         Raises: StoreUnavailable.
         """
 
-    def tail(self, game_id: str, after: int) -> AsyncIterator[list[Record]]:
+    def tail(self, game_id: str, after: int, known: Known | None = None) -> AsyncIterator[list[Record]]:
         """Live batches of records after `after`, in order, without gap or duplicate, until cancelled.
 
+        `known`, when given, returns the caller's own version of the game (once its writes in flight
+        have landed): an adapter may skip reading versions up to it, since the caller holds them.
         Raises: StoreUnavailable (from the iterator).
         """
 

@@ -16,6 +16,7 @@ import redis.asyncio
 from support.redis import RedisProcess, bounded, free_port, new_id
 
 from server.envelope import Record
+from server.redis_scripts import appended_channel
 from server.redis_store import RedisEventStore
 from server.store import StoreError, StoreUnavailable
 
@@ -161,26 +162,116 @@ async def test_a_tail_fails_with_store_unavailable_when_redis_goes_away(own_redi
         await bounded(tail.aclose())
 
 
-async def test_cancelling_tails_returns_their_connections(own_redis: RedisProcess) -> None:
+async def test_tails_share_one_subscriber_connection_and_cancelling_them_unsubscribes(
+    own_redis: RedisProcess,
+) -> None:
     async with opened(own_redis.url) as store:
         games = [new_id() for _ in range(20)]
+        channels = [appended_channel(game_id) for game_id in games]
 
         async def follow(game_id: str) -> None:
             async for _ in store.tail(game_id, 0):
                 pass
 
         tasks = [asyncio.create_task(follow(game_id)) for game_id in games]
-        await asyncio.sleep(0.2)
-        assert await blocked_clients(store) == 20  # one blocked read, on its own connection, per game
+        tasks += [asyncio.create_task(follow(games[0]))]  # a second tail of one game: one subscription
+        deadline = time.monotonic() + 3
+        while len(await subscribers(store, channels)) < 20 and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        assert await subscribers(store, channels) == {channel: 1 for channel in channels}
+        assert await blocked_clients(store) == 0  # no blocked read per game
+        assert await subscriber_connections(store) == 1
         started = time.monotonic()
         for task in tasks:
             task.cancel()
         await bounded(asyncio.gather(*tasks, return_exceptions=True), 1)
         assert time.monotonic() - started < 1
         deadline = time.monotonic() + 3
-        while await blocked_clients(store) and time.monotonic() < deadline:
+        while await subscribers(store, channels) and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
-        assert await blocked_clients(store) == 0
+        assert await subscribers(store, channels) == {}
+
+
+async def test_a_notice_of_a_version_the_caller_holds_costs_no_read(own_redis: RedisProcess) -> None:
+    async with opened(own_redis.url) as store:
+        game_id = new_id()
+        await bounded(store.create(game_id, b"1", {}))
+        held = 1
+        writing = asyncio.Lock()  # held while the caller's own append is in flight
+
+        async def known() -> int:
+            async with writing:
+                return held
+
+        batches: asyncio.Queue[list[Record]] = asyncio.Queue()
+
+        async def follow() -> None:
+            async for batch in store.tail(game_id, 1, known=known):
+                batches.put_nowait(batch)
+
+        task = asyncio.create_task(follow())
+        try:
+            await asyncio.sleep(0.2)
+            reads = await xranges(store)
+            for version in range(2, 12):  # the caller's own appends: it holds each once they land
+                async with writing:
+                    await bounded(
+                        store.append(game_id, version - 1, [str(version).encode()], f"own-{version}")
+                    )
+                    held = version
+            await asyncio.sleep(0.3)
+            assert batches.empty()
+            assert await xranges(store) == reads
+            # Someone else's append: read once, from the version the caller holds.
+            await bounded(store.append(game_id, 11, [b"12"], "other"))
+            assert await bounded(batches.get(), 3) == [Record(12, b"12")]
+            assert await xranges(store) == reads + 1
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_frozen_redis_fails_an_established_tail_within_heartbeat_and_timeout(
+    own_redis: RedisProcess,
+) -> None:
+    async with opened(own_redis.url, timeout=0.3, block_ms=300) as store:
+        game_id = new_id()
+        await bounded(store.create(game_id, b"1", {}))
+        tail = store.tail(game_id, 0)
+        assert await bounded(anext(tail)) == [Record(1, b"1")]
+        waiting = asyncio.ensure_future(anext(tail))
+        await asyncio.sleep(0.1)
+        assert own_redis.process is not None
+        os.kill(own_redis.process.pid, signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            with pytest.raises(StoreUnavailable, match="no answer within 0.3 s"):
+                await bounded(waiting, 3)
+            assert time.monotonic() - started < 1.5
+        finally:
+            os.kill(own_redis.process.pid, signal.SIGCONT)
+        await bounded(tail.aclose())
+        # A new tail works again, on a new subscriber connection.
+        tail = store.tail(game_id, 0)
+        assert await bounded(anext(tail)) == [Record(1, b"1")]
+        await bounded(store.append(game_id, 1, [b"2"], "after"))
+        assert await bounded(anext(tail)) == [Record(2, b"2")]
+        await bounded(tail.aclose())
+
+
+async def subscribers(store: RedisEventStore, channels: list[str]) -> dict[str, int]:
+    counts = await bounded(store.client.pubsub_numsub(*channels))
+    return {name.decode(): count for name, count in counts if count}
+
+
+async def subscriber_connections(store: RedisEventStore) -> int:
+    clients = await bounded(store.client.client_list())
+    return sum(1 for client in clients if int(client.get("sub", 0)) > 0)
+
+
+async def xranges(store: RedisEventStore) -> int:
+    stats = await bounded(store.client.info("commandstats"))
+    return int(stats.get("cmdstat_xrange", {}).get("calls", 0))
 
 
 async def blocked_clients(store: RedisEventStore) -> int:

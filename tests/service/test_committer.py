@@ -1,0 +1,50 @@
+"""The committer's `settled`: what a tail waits for before it decides a notice needs no read."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from domain import Place, RepairToken
+from server.memory_store import MemoryEventStore
+from server.service import GameService
+from server.store import Appended, StoreError
+
+
+class GatedStore(MemoryEventStore):
+    """A memory store whose grouped appends wait for a gate: a round held in flight."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+        self.gate.set()
+        self.entered = asyncio.Event()
+
+    async def append_many(
+        self, batch: Sequence[tuple[str, int, Sequence[bytes], str]]
+    ) -> list[Appended | StoreError]:
+        self.entered.set()
+        await self.gate.wait()
+        return await super().append_many(batch)
+
+
+async def test_settled_returns_only_once_the_rounds_appends_are_folded_in() -> None:
+    store = GatedStore()
+    service = GameService(store)
+    game_id = (await service.create(["Ada", "Ben"])).game_id
+    other_id = (await service.create(["Cy"])).game_id
+    live = await service.live(game_id)
+    assert live is not None and live.version == 1
+    store.gate.clear()
+    command = service.handle(game_id, Place(seat=0, id="a-1", token=RepairToken("winds"), space="oboe"))
+    answer = asyncio.ensure_future(command)
+    await asyncio.wait_for(store.entered.wait(), 1)
+    settled = asyncio.ensure_future(service.committer.settled(game_id))
+    await asyncio.sleep(0.05)
+    assert not settled.done()  # the append is in flight
+    await asyncio.wait_for(service.committer.settled(other_id), 1)  # a game not in the round: at once
+    store.gate.set()
+    await asyncio.wait_for(settled, 1)
+    assert live.version == 2  # folded in by the time settled returns
+    assert (await asyncio.wait_for(answer, 1)).version == 2
+    await asyncio.wait_for(service.committer.settled(game_id), 1)  # no round: at once
