@@ -8,6 +8,7 @@ placed after the run call never runs, while the lifespan's exit always does.
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -74,6 +75,11 @@ def create_app(settings: Settings | None = None, store: EventStore | None = None
             settings=settings, service=service, hub=Hub(service, metrics), metrics=metrics, embedded=embedded
         )
         app.state.ctx = ctx
+        # What exists once the node has started (modules, the app, the pools) lives as long as the node:
+        # moved out of the collector's sight, a full collection no longer walks it (15-19 ms pauses, each
+        # one in the p99 of every command waiting meanwhile).
+        gc.collect()
+        gc.freeze()
         try:
             yield
         finally:
