@@ -65,8 +65,7 @@ class Committer:
         self._waiting: list[_Job] = []
         self._task: asyncio.Task[None] | None = None
         self.busy: set[str] = set()  # games with commands in the current round (never evicted meanwhile)
-        self._quiet = asyncio.Event()  # set while no round is running
-        self._quiet.set()
+        self._round_end: asyncio.Future[None] | None = None  # done when the running round is over
 
     def submit(self, game_id: str, command: Place | EndGame) -> asyncio.Future[Outcome]:
         """Queue a command; the future gets its Outcome, or Rejected / StoreError."""
@@ -87,14 +86,16 @@ class Committer:
             _fail(job, StoreUnavailable("the server is shutting down"))
 
     async def settled(self, game_id: str) -> None:
-        """Return once no round holds `game_id`: its appends in flight are folded in, or have failed."""
-        while game_id in self.busy:
-            await self._quiet.wait()
+        """Return once the round running now, if it holds `game_id`, is over: the appends it had in
+        flight are folded in, or have failed. (Not "until no round holds it": under steady load a busy
+        game is in every round, and its tail would wait for ever.)"""
+        if game_id in self.busy and self._round_end is not None:
+            await asyncio.shield(self._round_end)
 
     async def _run(self) -> None:
         while self._waiting:
             jobs, self._waiting = self._waiting, []
-            self._quiet.clear()
+            self._round_end = asyncio.get_running_loop().create_future()
             try:
                 await self._round(jobs)
             except asyncio.CancelledError:
@@ -108,7 +109,8 @@ class Committer:
                     _fail(job, exc if isinstance(exc, StoreError) else StoreUnavailable(str(exc)))
             finally:
                 self.busy.clear()
-                self._quiet.set()
+                self._round_end.set_result(None)
+                self._round_end = None
 
     async def _round(self, jobs: list[_Job]) -> None:
         by_game: dict[str, list[_Job]] = {}

@@ -48,3 +48,29 @@ async def test_settled_returns_only_once_the_rounds_appends_are_folded_in() -> N
     assert live.version == 2  # folded in by the time settled returns
     assert (await asyncio.wait_for(answer, 1)).version == 2
     await asyncio.wait_for(service.committer.settled(game_id), 1)  # no round: at once
+
+
+async def test_settled_waits_for_the_running_round_only_not_for_every_later_one() -> None:
+    store = GatedStore()
+    service = GameService(store)
+    game_id = (await service.create(["Ada", "Ben"])).game_id
+    store.gate.clear()
+
+    def place(index: int) -> asyncio.Future[object]:
+        command = Place(seat=index % 2, id=f"p{index}", token=RepairToken("winds"), space="oboe")
+        return asyncio.ensure_future(service.handle(game_id, command))
+
+    first = place(0)
+    await asyncio.wait_for(store.entered.wait(), 1)
+    settled = asyncio.ensure_future(service.committer.settled(game_id))
+    second = place(1)  # waits for the next round, which holds the same game
+    await asyncio.sleep(0.05)
+    assert not settled.done()
+    store.entered.clear()
+    store.gate.set()
+    store.gate.clear()  # hold the next round in flight
+    await asyncio.wait_for(store.entered.wait(), 1)
+    await asyncio.wait_for(settled, 1)  # the first round is over, though the game is busy again
+    assert game_id in service.committer.busy
+    store.gate.set()
+    await asyncio.wait_for(asyncio.gather(first, second), 1)
