@@ -5,7 +5,8 @@
         async for frame in game.frames():   # live `events` frames, in order
             ...
 
-It speaks protocol v1: hello (with `since` to resume), commands answered by id, `events` frames. When the
+It speaks protocol v1: hello (with `since` to resume; `view="patch"` for frames that carry only what
+changed, which it applies to `client.view`), commands answered by id, `events` frames. When the
 connection drops (not when the server refuses it), it reconnects by itself with `since` set to the last
 version it saw and re-sends unanswered commands with their ids, which the server answers once.
 
@@ -20,6 +21,14 @@ them (Ada, Ben, Cy) against a server it starts, and prints the link to watch the
 """
 
 from client.http import create_game, get_events, get_view
-from client.session import Answer, ConnectionRefused, GameClient
+from client.session import Answer, ConnectionRefused, GameClient, apply_patch
 
-__all__ = ["Answer", "ConnectionRefused", "GameClient", "create_game", "get_events", "get_view"]
+__all__ = [
+    "Answer",
+    "ConnectionRefused",
+    "GameClient",
+    "apply_patch",
+    "create_game",
+    "get_events",
+    "get_view",
+]

@@ -30,11 +30,17 @@ class ConnectionRefused(Exception):
         self.code, self.reason, self.frame = code, reason, frame
 
 
+def apply_patch(view: Answer, patch: Answer) -> Answer:
+    """The view after a `view_patch`: its spaces replace those of `view`, its other fields theirs."""
+    spaces = {**view["spaces"], **patch.get("spaces", {})}
+    return {**view, **{key: value for key, value in patch.items() if key != "spaces"}, "spaces": spaces}
+
+
 class GameClient:
     """One client of one game. Create it with `await GameClient.connect(...)`."""
 
     def __init__(
-        self, base_url: str, game_id: str, token: str | None, *, view: bool, reconnect: bool
+        self, base_url: str, game_id: str, token: str | None, *, view: bool | str, reconnect: bool
     ) -> None:
         self.url = base_url.replace("http://", "ws://").replace("https://", "wss://").rstrip("/")
         self.url += f"/games/{game_id}/ws"
@@ -61,7 +67,7 @@ class GameClient:
         token: str | None = None,
         *,
         since: int | None = None,
-        view: bool = True,
+        view: bool | str = True,
         reconnect: bool = True,
         timeout: float = 10.0,
     ) -> GameClient:
@@ -175,8 +181,8 @@ class GameClient:
         self._connected.clear()
         ws = await websockets.connect(self.url, max_size=None, open_timeout=10, close_timeout=2)
         hello: Answer = {"type": "hello", "token": self.token, "since": since}
-        if not self.wants_view:
-            hello["view"] = False
+        if self.wants_view is not True:
+            hello["view"] = self.wants_view
         await ws.send(_encode(hello).decode())
         try:
             first = _decode(await ws.recv())
@@ -252,4 +258,6 @@ class GameClient:
                 self.version = max(self.version, envelope["version"])
             if "view" in frame:
                 self.view = frame["view"]
+            elif "view_patch" in frame and self.view is not None:
+                self.view = apply_patch(self.view, frame["view_patch"])
         self._frames.put_nowait(frame)

@@ -23,7 +23,7 @@ from server.live import GapError, LiveGame
 from server.metrics import Metrics
 from server.service import GameService
 from server.store import StoreError
-from server.wire import EventsFrame, HistoryFrame, encode
+from server.wire import EventsFrame, HistoryFrame, PatchFrame, encode
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +154,7 @@ class Subscriber(msgspec.Struct):
     """A connection following a game."""
 
     outbox: Outbox
-    wants_view: bool = True
+    view: bool | str = True  # the hello's: true (the whole view), "patch" (what changed), false (none)
     role: str = "spectator"
 
 
@@ -206,14 +206,16 @@ class Hub:
         if not followers:
             return
         envelopes = [msgspec.Raw(r.data) for r in records]
-        with_view: str | None = None
-        without_view: str | None = None
-        if any(f.wants_view for f in followers):
-            with_view = encode(EventsFrame(envelopes, msgspec.Raw(game.view_json))).decode()
-        if not all(f.wants_view for f in followers):
-            without_view = encode(HistoryFrame(envelopes)).decode()
+        frames: dict[bool | str, str] = {}
+        for mode in {f.view for f in followers}:
+            if mode == "patch":
+                frames[mode] = encode(PatchFrame(envelopes, msgspec.Raw(game.patch_json))).decode()
+            elif mode:
+                frames[mode] = encode(EventsFrame(envelopes, msgspec.Raw(game.view_json))).decode()
+            else:
+                frames[mode] = encode(HistoryFrame(envelopes)).decode()
         # A copy: a connection subscribing before delivery already has this batch in its welcome.
-        asyncio.get_running_loop().call_soon(_deliver, list(followers), with_view, without_view)
+        asyncio.get_running_loop().call_soon(_deliver, list(followers), frames)
 
     async def close(self) -> None:
         """Stop every tail."""
@@ -269,8 +271,6 @@ class Hub:
                         await closing()
 
 
-def _deliver(followers: list[Subscriber], with_view: str | None, without_view: str | None) -> None:
+def _deliver(followers: list[Subscriber], frames: dict[bool | str, str]) -> None:
     for follower in followers:
-        frame = with_view if follower.wants_view else without_view
-        if frame is not None:
-            follower.outbox.put(frame)
+        follower.outbox.put(frames[follower.view])

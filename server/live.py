@@ -39,6 +39,15 @@ class _EncodedView(msgspec.Struct, frozen=True, gc=False):
     scores: tuple[Score, ...]
 
 
+class _EncodedPatch(msgspec.Struct, frozen=True, gc=False):
+    """What a batch changed in the view: the spaces it touched (encoded), and the rest that moves."""
+
+    version: int
+    ended: bool
+    spaces: dict[str, msgspec.Raw]
+    scores: tuple[Score, ...]
+
+
 class GapError(Exception):
     """Records arrived past a version this node has not seen: it must read the missing ones first."""
 
@@ -54,6 +63,7 @@ class LiveGame:
         "_spaces_json",
         "_cached_bytes",
         "_budget",
+        "changed",
         "listeners",
     )
 
@@ -67,6 +77,8 @@ class LiveGame:
         # the others are not encoded again (a long game's spaces hold hundreds of tokens).
         self._spaces_json: dict[str, tuple[object, msgspec.Raw]] = {}
         self._cached_bytes = 0
+        # The spaces whose view the last ingested batch changed (what a view patch carries).
+        self.changed: tuple[str, ...] = ()
         self.listeners: list[Listener] = []
 
     @property
@@ -82,24 +94,31 @@ class LiveGame:
         a long game's view twice in memory. The cached spaces stay within `SPACES_CACHE_BYTES`.
         """
         view = self.board.view
-        cache = self._spaces_json
-        spaces: dict[str, msgspec.Raw] = {}
-        for space_id, space in view.spaces.items():
-            cached = cache.get(space_id)
-            if cached is not None and cached[0] is space:
-                spaces[space_id] = cached[1]
-                continue
-            encoded = msgspec.Raw(_encode(space))
-            spaces[space_id] = encoded
-            if cached is not None:
-                del cache[space_id]
-                self._cached_bytes -= len(cached[1])
-            if self._cached_bytes + len(encoded) <= self._budget:
-                cache[space_id] = (space, encoded)
-                self._cached_bytes += len(encoded)
+        spaces = {space_id: self._space_json(space_id, space) for space_id, space in view.spaces.items()}
         return _encode(
             _EncodedView(view.game_id, view.version, view.ended, view.players, spaces, view.scores)
         )
+
+    @property
+    def patch_json(self) -> bytes:
+        """What the last ingested batch changed in the view, encoded (protocol.md's `view_patch`)."""
+        view = self.board.view
+        spaces = {space_id: self._space_json(space_id, view.spaces[space_id]) for space_id in self.changed}
+        return _encode(_EncodedPatch(view.version, view.ended, spaces, view.scores))
+
+    def _space_json(self, space_id: str, space: object) -> msgspec.Raw:
+        cache = self._spaces_json
+        cached = cache.get(space_id)
+        if cached is not None and cached[0] is space:
+            return cached[1]
+        encoded = msgspec.Raw(_encode(space))
+        if cached is not None:
+            del cache[space_id]
+            self._cached_bytes -= len(cached[1])
+        if self._cached_bytes + len(encoded) <= self._budget:
+            cache[space_id] = (space, encoded)
+            self._cached_bytes += len(encoded)
+        return encoded
 
     def ingest(self, records: Sequence[Record], decoded: Sequence[envelope.Envelope] | None = None) -> int:
         """Fold in the records not seen yet (older ones are skipped), then tell the listeners.
@@ -125,12 +144,16 @@ class LiveGame:
             envelopes = list(decoded[skip:])
         events: list[Event] = [env.event for env in envelopes]
         last_at = envelopes[-1].at
+        before = self.board.view.spaces
         if len(events) > INCREMENTAL_UP_TO:
             board = project(events, self.board)  # a load or a catch-up: fold at once, render once
         else:
             board = self.board
             for event in events:
                 board = apply(board, event)
+        self.changed = tuple(
+            space_id for space_id, space in board.view.spaces.items() if before.get(space_id) is not space
+        )
         self.board, self.last_at = board, last_at
         self.head = envelope.chain_hash(fresh[-1].data)
         for listener in self.listeners:

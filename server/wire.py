@@ -22,7 +22,8 @@ class Hello(msgspec.Struct, frozen=True, tag_field="type", tag="hello"):
 
     token: str | None = None
     since: Version | None = None
-    view: bool = True
+    # true: live frames carry the whole view; "patch": only what changed (view_patch); false: no view.
+    view: bool | Literal["patch"] = True
 
 
 class PlaceFrame(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag_field="type", tag="place"):
@@ -104,13 +105,32 @@ class EventsFrame(msgspec.Struct, frozen=True, tag_field="type", tag="events"):
     view: msgspec.Raw
 
 
+class PatchFrame(msgspec.Struct, frozen=True, tag_field="type", tag="events"):
+    """Envelopes with what they changed in the view (live traffic for `view: "patch"` clients).
+
+    `view_patch` holds `version`, `ended`, `scores` and, in `spaces`, only the spaces that changed: the
+    view after the last envelope is the previous view with these fields (and these spaces) replaced.
+    """
+
+    envelopes: list[msgspec.Raw]
+    view_patch: msgspec.Raw
+
+
 class HistoryFrame(msgspec.Struct, frozen=True, tag_field="type", tag="events"):
     """Envelopes without a view: history after a welcome, or live traffic for `view: false` clients."""
 
     envelopes: list[msgspec.Raw]
 
 
-ServerFrame = Welcome | Accepted | RejectedFrame | EventsFrame
+class EventsFrameShape(msgspec.Struct, frozen=True, tag_field="type", tag="events"):
+    """What the schema says of an `events` frame: one of EventsFrame, PatchFrame and HistoryFrame."""
+
+    envelopes: list[msgspec.Raw]
+    view: msgspec.Raw | None = None
+    view_patch: msgspec.Raw | None = None
+
+
+ServerFrame = Welcome | Accepted | RejectedFrame | EventsFrameShape
 
 encode = msgspec.json.Encoder().encode
 

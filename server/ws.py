@@ -63,7 +63,7 @@ async def game_socket(websocket: WebSocket) -> None:
         return
     role = "player" if seat >= 0 else "spectator"
     outbox = Outbox(websocket.send_text, _closer(websocket), ctx.settings.queue_limit, ctx.metrics.drops.inc)
-    follower = Subscriber(outbox=outbox, wants_view=hello.view, role=role)
+    follower = Subscriber(outbox=outbox, view=hello.view, role=role)
     # Subscribing and reading the version happen in one step of the loop, so every live frame queued
     # from here on is past the welcome's version: no gap, no duplicate.
     ctx.hub.subscribe(game, follower)

@@ -337,7 +337,9 @@ class Live {
     const scheme = location.protocol === "https:" ? "wss:" : "ws:";
     const socket = new WebSocket(`${scheme}//${location.host}/games/${encodeURIComponent(gameId)}/ws`);
     this.socket = socket;
-    socket.onopen = () => socket.send(JSON.stringify({ type: "hello", token: secret, since: this.since }));
+    // "patch": live frames carry only the spaces that changed (the whole view grows with the game).
+    socket.onopen = () =>
+      socket.send(JSON.stringify({ type: "hello", token: secret, since: this.since, view: "patch" }));
     socket.onmessage = (message) => {
       const frame = JSON.parse(message.data);
       if (frame.type === "welcome") {
@@ -347,7 +349,8 @@ class Live {
       } else if (frame.type === "events") {
         const fresh = frame.envelopes.filter((env) => env.version > this.since);
         for (const env of fresh) this.since = env.version;
-        this.handlers.events(fresh, frame.view || null);
+        // A patch renders like a view: render() redraws the spaces it names, and the scores.
+        this.handlers.events(fresh, frame.view || frame.view_patch || null);
       } else if (frame.type === "accepted" || frame.type === "rejected") {
         this.handlers.answer?.(frame);
       }
