@@ -74,7 +74,7 @@ class LoadConfig:
     arrival: str = "poisson"  # poisson | uniform
     duration: float = 10.0
     max_commands: int = 1_000_000
-    view: bool = True  # hello's "view" (false: events frames without the view)
+    view: bool | str = True  # hello's "view" (false: frames without the view; "patch": what changed)
     compression: bool = True  # offer permessage-deflate, as browsers and `websockets` do by default
     procs: int = 1
     server_pid: int | None = None
@@ -168,8 +168,8 @@ class Worker:
                     max_queue=None,
                 )
                 hello: dict[str, Any] = {"type": "hello", "token": token, "since": None}
-                if not config.view:
-                    hello["view"] = False
+                if config.view is not True:
+                    hello["view"] = config.view
                 await ws.send(json.dumps(hello))
                 welcome = json.loads(await asyncio.wait_for(ws.recv(), 30))
                 if welcome.get("type") != "welcome":
@@ -536,6 +536,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-commands", type=int, default=1_000_000)
     parser.add_argument("--procs", type=int, default=1, help="generator processes (games split among them)")
     parser.add_argument("--no-view", action="store_true", help='hello with "view": false')
+    parser.add_argument("--patch", action="store_true", help='hello with "view": "patch"')
     parser.add_argument("--no-compression", action="store_true", help="do not offer permessage-deflate")
     parser.add_argument("--server-pid", type=int, help="with --url: the server's pid, for its CPU and RSS")
     parser.add_argument("--fsync-always", action="store_true", help="--start: Redis with appendfsync always")
@@ -553,7 +554,7 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         duration=args.duration,
         max_commands=args.max_commands,
         procs=args.procs,
-        view=not args.no_view,
+        view=False if args.no_view else "patch" if args.patch else True,
         compression=not args.no_compression,
         server_pid=args.server_pid,
     )
