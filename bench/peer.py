@@ -34,6 +34,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -104,39 +105,45 @@ async def ours(url: str, games: list[list[bytes]], mode: str = "sequential") -> 
 def recorder_grouped(recorder: Any, games: list[list[bytes]]) -> dict[str, Any]:
     """The same rounds for a recorder: each round's events (one per game) in one `insert_events` call,
     that is one transaction, one commit."""
-    ids = [uuid.uuid4() for _ in games]
-    appends = 0
-    started = time.perf_counter()
-    for version in range(1, max(len(d) for d in games) + 1):
-        batch = [
-            StoredEvent(originator, version, "orchestra:Envelope", datas[version - 1])
-            for originator, datas in zip(ids, games, strict=True)
-            if version <= len(datas)
-        ]
-        recorder.insert_events(batch)
-        appends += len(batch)
-    append_seconds = time.perf_counter() - started
-    started = time.perf_counter()
-    loaded = 0
-    for originator in ids:
-        loaded += len(recorder.select_events(originator))
-    load_seconds = time.perf_counter() - started
-    return _rates(appends, append_seconds, loaded, load_seconds)
+
+    def append_all(ids: list[uuid.UUID]) -> int:
+        appends = 0
+        for version in range(1, max(len(d) for d in games) + 1):
+            batch = [
+                StoredEvent(originator, version, "orchestra:Envelope", datas[version - 1])
+                for originator, datas in zip(ids, games, strict=True)
+                if version <= len(datas)
+            ]
+            recorder.insert_events(batch)
+            appends += len(batch)
+        return appends
+
+    return _recorder_rates(recorder, len(games), append_all)
 
 
 def recorder_concurrent(recorder: Any, games: list[list[bytes]]) -> dict[str, Any]:
     """One thread per game, all at once, each inserting its game's events one per call (one commit
     each), as the recorder's thread-safe connection pool allows."""
-    ids = [uuid.uuid4() for _ in games]
 
     def writer(originator: uuid.UUID, datas: list[bytes]) -> int:
         for version, data in enumerate(datas, start=1):
             recorder.insert_events([StoredEvent(originator, version, "orchestra:Envelope", data)])
         return len(datas)
 
+    def append_all(ids: list[uuid.UUID]) -> int:
+        with ThreadPoolExecutor(max_workers=len(games)) as pool:
+            return sum(pool.map(writer, ids, games))
+
+    return _recorder_rates(recorder, len(games), append_all)
+
+
+def _recorder_rates(
+    recorder: Any, count: int, append_all: Callable[[list[uuid.UUID]], int]
+) -> dict[str, Any]:
+    """Time `append_all` on `count` new originators, then loading each back whole."""
+    ids = [uuid.uuid4() for _ in range(count)]
     started = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=len(games)) as pool:
-        appends = sum(pool.map(writer, ids, games))
+    appends = append_all(ids)
     append_seconds = time.perf_counter() - started
     started = time.perf_counter()
     loaded = 0
@@ -197,20 +204,15 @@ def _rates(appends: int, append_seconds: float, loaded: int, load_seconds: float
 
 
 def recorder_run(recorder: Any, games: list[list[bytes]]) -> dict[str, Any]:
-    ids = [uuid.uuid4() for _ in games]
-    appends = 0
-    started = time.perf_counter()
-    for originator, datas in zip(ids, games, strict=True):
-        for version, data in enumerate(datas, start=1):
-            recorder.insert_events([StoredEvent(originator, version, "orchestra:Envelope", data)])
-            appends += 1
-    append_seconds = time.perf_counter() - started
-    started = time.perf_counter()
-    loaded = 0
-    for originator in ids:
-        loaded += len(recorder.select_events(originator))
-    load_seconds = time.perf_counter() - started
-    return _rates(appends, append_seconds, loaded, load_seconds)
+    """One event per call, game after game."""
+
+    def append_all(ids: list[uuid.UUID]) -> int:
+        for originator, datas in zip(ids, games, strict=True):
+            for version, data in enumerate(datas, start=1):
+                recorder.insert_events([StoredEvent(originator, version, "orchestra:Envelope", data)])
+        return sum(len(d) for d in games)
+
+    return _recorder_rates(recorder, len(games), append_all)
 
 
 def _pool_class(synchronous: str) -> type[SQLiteConnectionPool]:
