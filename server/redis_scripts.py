@@ -8,8 +8,9 @@ them live in one slot and a single script may touch them all:
     orchestra:{<game_id>}:commands  hash command_key -> "first last" (the outcome a repeat gets back)
     orchestra:games                 sorted set of game ids, scored by creation time (Redis's clock, in us)
 
-and one pub/sub channel, `orchestra:{<game_id>}:appended`, on which each append on a standalone Redis
-publishes the game's new version (nodes' tails wait for it; see `server.redis_notify`).
+and one pub/sub channel, `orchestra:{<game_id>}:appended` (`...:appended:<db>` on a database other than
+0), on which each append on a standalone Redis publishes the game's new version (nodes' tails wait for
+it; see `server.redis_notify`).
 """
 
 from __future__ import annotations
@@ -33,9 +34,13 @@ def commands_key(game_id: str) -> str:
     return f"orchestra:{{{game_id}}}:commands"
 
 
-def appended_channel(game_id: str) -> str:
-    """The pub/sub channel on which the game's appends announce its new version."""
-    return f"orchestra:{{{game_id}}}:appended"
+def appended_channel(game_id: str, db: int = 0) -> str:
+    """The pub/sub channel on which the game's appends announce its new version.
+
+    Channels are shared by all databases of a Redis; the database number keeps deployments on different
+    databases of one Redis from waking each other's tails.
+    """
+    return f"orchestra:{{{game_id}}}:appended" if db == 0 else f"orchestra:{{{game_id}}}:appended:{db}"
 
 
 # KEYS: events, commands[, channel]. ARGV: expected version, command key, envelope...

@@ -134,6 +134,11 @@ class RedisEventStore:
         self._create = client.register_script(CREATE)
         self._append_many = client.register_script(APPEND_MANY)
         self._cluster = isinstance(client, RedisCluster)
+        self._db = (
+            0
+            if isinstance(client, RedisCluster)
+            else int(client.connection_pool.connection_kwargs.get("db") or 0)
+        )
         # On a standalone Redis tails wait for append notices (see server.redis_notify), on a Cluster
         # they block on XREAD.
         self._notifier = (
@@ -248,7 +253,7 @@ class RedisEventStore:
         for game_id, expected, envelopes, command_key in batch:
             if not envelopes:
                 raise ValueError("append needs at least one envelope")
-            keys += [events_key(game_id), commands_key(game_id), appended_channel(game_id)]
+            keys += [events_key(game_id), commands_key(game_id), appended_channel(game_id, self._db)]
             args += [expected, command_key, len(envelopes), *envelopes]
         try:
             async with _boundary(self._timeout):
@@ -299,7 +304,7 @@ class RedisEventStore:
         # The notice channel rides along as a key on a standalone Redis (scripts publish on it).
         keys = [events_key(game_id), second]
         if not self._cluster:
-            keys.append(appended_channel(game_id))
+            keys.append(appended_channel(game_id, self._db))
         return keys
 
     async def tail(self, game_id: str, after: int, known: Known | None = None) -> AsyncIterator[list[Record]]:
@@ -329,7 +334,7 @@ class RedisEventStore:
         self, game_id: str, after: int, known: Known | None, notifier: Notifier
     ) -> AsyncIterator[list[Record]]:
         # Subscribed (and confirmed) before the first read: every later append is in a notice.
-        watch = await notifier.watch(appended_channel(game_id).encode())
+        watch = await notifier.watch(appended_channel(game_id, self._db).encode())
         try:
             last = after
             latest: int | None = None  # None: the first read, of what came before the subscription

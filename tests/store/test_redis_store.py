@@ -167,7 +167,7 @@ async def test_tails_share_one_subscriber_connection_and_cancelling_them_unsubsc
 ) -> None:
     async with opened(own_redis.url) as store:
         games = [new_id() for _ in range(20)]
-        channels = [appended_channel(game_id) for game_id in games]
+        channels = [appended_channel(game_id, 0) for game_id in games]
 
         async def follow(game_id: str) -> None:
             async for _ in store.tail(game_id, 0):
@@ -226,6 +226,34 @@ async def test_a_notice_of_a_version_the_caller_holds_costs_no_read(own_redis: R
             await bounded(store.append(game_id, 11, [b"12"], "other"))
             assert await bounded(batches.get(), 3) == [Record(12, b"12")]
             assert await xranges(store) == reads + 1
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_notices_stay_within_their_database(own_redis: RedisProcess) -> None:
+    # Channels are shared by every database of a Redis: deployments on databases 0 and 1 must not wake
+    # each other's tails, even for the same game id.
+    game_id = new_id()
+    async with opened(own_redis.url + "/0") as zero, opened(own_redis.url + "/1") as one:
+        await bounded(zero.create(game_id, b"0:1", {}))
+        await bounded(one.create(game_id, b"1:1", {}))
+        batches: asyncio.Queue[list[Record]] = asyncio.Queue()
+
+        async def follow() -> None:
+            async for batch in one.tail(game_id, 1):
+                batches.put_nowait(batch)
+
+        task = asyncio.create_task(follow())
+        try:
+            await asyncio.sleep(0.2)
+            reads = await xranges(one)
+            for version in range(2, 7):
+                await bounded(zero.append(game_id, version - 1, [f"0:{version}".encode()], f"z{version}"))
+            await asyncio.sleep(0.3)
+            assert batches.empty() and await xranges(one) == reads  # database 0's appends: no wake-up
+            await bounded(one.append(game_id, 1, [b"1:2"], "o2"))
+            assert await bounded(batches.get(), 3) == [Record(2, b"1:2")]
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
