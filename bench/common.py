@@ -7,6 +7,8 @@ this runs on are small, shared and noisy.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import platform
@@ -23,6 +25,8 @@ from typing import Any
 
 import psutil
 import redis
+import websockets
+from websockets.asyncio.client import ClientConnection
 
 from server.child import ChildServer
 from server.embedded_redis import find_redis_server
@@ -230,3 +234,37 @@ def write_result(name: str, payload: dict[str, Any], argv: Sequence[str] | None 
 def say(message: str) -> None:
     """Progress on stderr (results go to the JSON file and a summary to stdout)."""
     print(message, file=sys.stderr, flush=True)
+
+
+async def open_client(url: str, hello: str | None, compression: bool, **options: Any) -> ClientConnection:
+    """A benchmark's websocket client: connected, its hello sent and the welcome read (when `hello`)."""
+    ws = await websockets.connect(
+        url,
+        max_size=None,
+        open_timeout=60,
+        close_timeout=2,
+        ping_interval=None,
+        compression="deflate" if compression else None,
+        **options,
+    )
+    if hello is not None:
+        await ws.send(hello)
+        await asyncio.wait_for(ws.recv(), 30)  # the welcome
+    return ws
+
+
+async def close_clients(sockets: Sequence[ClientConnection], readers: Sequence[asyncio.Task[Any]]) -> None:
+    """Stop the readers and close the sockets, 200 at a time, each within 3 s."""
+    for task in readers:
+        task.cancel()
+    gate = asyncio.Semaphore(200)
+
+    async def close(ws: ClientConnection) -> None:
+        async with gate:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(ws.close(), 3)
+
+    await asyncio.gather(*(close(ws) for ws in sockets))
+    for task in readers:
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task

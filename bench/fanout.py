@@ -27,7 +27,18 @@ import msgspec
 import websockets
 from websockets.asyncio.client import ClientConnection
 
-from bench.common import ROOT, CpuMeter, RedisServer, ServerProcess, raise_nofile, ratio, say, write_result
+from bench.common import (
+    ROOT,
+    CpuMeter,
+    RedisServer,
+    ServerProcess,
+    close_clients,
+    open_client,
+    raise_nofile,
+    ratio,
+    say,
+    write_result,
+)
 
 GOAL = 1.3
 
@@ -61,18 +72,7 @@ class Audience:
 
         async def one() -> None:
             async with gate:
-                ws = await websockets.connect(
-                    url,
-                    max_size=None,
-                    open_timeout=60,
-                    close_timeout=2,
-                    ping_interval=None,
-                    compression="deflate" if compression else None,
-                    max_queue=None,
-                )
-                if hello is not None:
-                    await ws.send(hello)
-                    await asyncio.wait_for(ws.recv(), 30)  # the welcome
+                ws = await open_client(url, hello, compression, max_queue=None)
             self.sockets.append(ws)
             self.readers.append(asyncio.create_task(self._read(ws)))
 
@@ -101,16 +101,7 @@ class Audience:
                         self.done[marker].set()
 
     async def close(self) -> None:
-        for task in self.readers:
-            task.cancel()
-        gate = asyncio.Semaphore(200)
-
-        async def close(ws: ClientConnection) -> None:
-            async with gate:
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(ws.close(), 3)
-
-        await asyncio.gather(*(close(ws) for ws in self.sockets))
+        await close_clients(self.sockets, self.readers)
 
 
 async def measure_ours(url: str, size: int, rounds: int, compression: bool, pid: int) -> dict[str, Any]:

@@ -38,6 +38,7 @@ from bench.common import (
     CpuMeter,
     RedisServer,
     ServerProcess,
+    close_clients,
     percentiles,
     raise_nofile,
     say,
@@ -345,19 +346,7 @@ class Worker:
         return all(item.receipts >= want for item in self.tracked.values())
 
     async def close(self) -> None:
-        for task in self.readers:
-            task.cancel()
-        gate = asyncio.Semaphore(200)
-
-        async def close(ws: ClientConnection) -> None:
-            async with gate:
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(ws.close(), 3)
-
-        await asyncio.gather(*(close(ws) for ws in self.sockets))
-        for task in self.readers:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await close_clients(self.sockets, self.readers)
 
 
 async def _worker_main(config: LoadConfig, ready: Callable[[], None]) -> dict[str, Any]:

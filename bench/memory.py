@@ -22,10 +22,9 @@ from typing import Any
 
 import httpx
 import psutil
-import websockets
 from websockets.asyncio.client import ClientConnection
 
-from bench.common import CpuMeter, RedisServer, ServerProcess, raise_nofile, say, write_result
+from bench.common import CpuMeter, RedisServer, ServerProcess, open_client, raise_nofile, say, write_result
 from bench.games import build_game
 from bench.load import placements
 from server.live import LiveGame
@@ -35,17 +34,7 @@ GAME_GOAL_KIB = 64
 
 
 async def _connect(url: str, hello: dict[str, Any], compression: bool) -> ClientConnection:
-    ws = await websockets.connect(
-        url,
-        max_size=None,
-        open_timeout=60,
-        close_timeout=2,
-        ping_interval=None,
-        compression="deflate" if compression else None,
-    )
-    await ws.send(json.dumps(hello))
-    await asyncio.wait_for(ws.recv(), 30)
-    return ws
+    return await open_client(url, json.dumps(hello), compression)
 
 
 async def idle_spectators(kind: str, url: str, pid: int, count: int, compression: bool) -> dict[str, Any]:

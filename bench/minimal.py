@@ -30,6 +30,7 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from server.redis_scripts import APPEND, commands_key, events_key
+from server.runner import started_url
 
 
 class Hello(msgspec.Struct):
@@ -210,15 +211,9 @@ def serve(port: int, redis_url: str, host: str = "127.0.0.1", loop: str = "async
     server = uvicorn.Server(config)
 
     async def announce() -> None:
-        while not server.started:
-            if server.should_exit:
-                return
-            await asyncio.sleep(0.05)
-        for listener in server.servers:
-            for sock in listener.sockets:
-                shown, bound = sock.getsockname()[:2]
-                print(f"Minimal server running at http://{shown}:{bound}/", flush=True)
-                return
+        url = await started_url(server)
+        if url is not None:
+            print(f"Minimal server running at {url}/", flush=True)
 
     async def run() -> None:
         watcher = asyncio.create_task(announce())

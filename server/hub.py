@@ -23,7 +23,7 @@ from server.live import GapError, LiveGame
 from server.metrics import Metrics
 from server.service import GameService
 from server.store import StoreError
-from server.wire import EventsFrame, HistoryFrame, PatchFrame, encode
+from server.wire import EventsFrame, HistoryFrame, PatchFrame, ViewMode, encode
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +154,7 @@ class Subscriber(msgspec.Struct):
     """A connection following a game."""
 
     outbox: Outbox
-    view: bool | str = True  # the hello's: true (the whole view), "patch" (what changed), false (none)
+    view: ViewMode = True
     role: str = "spectator"
 
 
@@ -206,7 +206,7 @@ class Hub:
         if not followers:
             return
         envelopes = [msgspec.Raw(r.data) for r in records]
-        frames: dict[bool | str, str] = {}
+        frames: dict[ViewMode, str] = {}
         for mode in {f.view for f in followers}:
             if mode == "patch":
                 frames[mode] = encode(PatchFrame(envelopes, msgspec.Raw(game.patch_json))).decode()
@@ -271,6 +271,6 @@ class Hub:
                         await closing()
 
 
-def _deliver(followers: list[Subscriber], frames: dict[bool | str, str]) -> None:
+def _deliver(followers: list[Subscriber], frames: dict[ViewMode, str]) -> None:
     for follower in followers:
         follower.outbox.put(frames[follower.view])

@@ -15,6 +15,8 @@ from domain.messages import CommandId, Ref, Skill, Token
 from domain.vocabulary import Consolation, Material
 
 Version = Annotated[int, msgspec.Meta(ge=0)]
+# A hello's `view`: true (live frames carry the whole view), "patch" (only what changed), false (none).
+ViewMode = bool | Literal["patch"]
 
 
 class Hello(msgspec.Struct, frozen=True, tag_field="type", tag="hello"):
@@ -22,8 +24,7 @@ class Hello(msgspec.Struct, frozen=True, tag_field="type", tag="hello"):
 
     token: str | None = None
     since: Version | None = None
-    # true: live frames carry the whole view; "patch": only what changed (view_patch); false: no view.
-    view: bool | Literal["patch"] = True
+    view: ViewMode = True
 
 
 class PlaceFrame(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag_field="type", tag="place"):

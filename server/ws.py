@@ -196,14 +196,14 @@ async def _command(ctx: Context, game: LiveGame, frame: CommandFrame, seat: int,
         log.info("command rejected", extra={**extra, "code": exc.code, "version": game.version})
         return
     except (StoreError, TimeoutError) as exc:
+        message = "the event store did not answer; retry with the same id"
+        outbox.put(rejected(frame.id, "unavailable", message, game.version))
         ctx.metrics.rejected("unavailable")
         ctx.metrics.redis_errors.inc()
         log.warning(
             "command unavailable",
             extra={**extra, "code": "unavailable", "version": game.version, "error": str(exc) or "timeout"},
         )
-        message = "the event store did not answer; retry with the same id"
-        outbox.put(rejected(frame.id, "unavailable", message, game.version))
         return
     elapsed = time.perf_counter() - started
     answer = Accepted(
