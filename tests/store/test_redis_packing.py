@@ -1,0 +1,87 @@
+"""Commands packed by hiredis are byte for byte what redis-py's own packer writes, and the store uses it."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from redis.asyncio.connection import Connection, SSLConnection, UnixDomainSocketConnection
+from redis.exceptions import DataError
+from support.redis import RedisProcess, bounded, new_id
+
+from server.redis_packing import HiredisPacking, with_hiredis_packing
+from server.redis_store import RedisEventStore
+
+ours = with_hiredis_packing(Connection)()
+# redis-py's asyncio packer, written in Python: the oracle.
+theirs = Connection()
+
+
+def _packed(connection: Connection, *args: object) -> bytes:
+    return b"".join(bytes(chunk) for chunk in connection.pack_command(*args))  # type: ignore[arg-type]
+
+
+arguments = st.lists(
+    st.one_of(
+        st.binary(max_size=300),
+        st.text(max_size=50),
+        st.integers(min_value=-(2**70), max_value=2**70),
+    ),
+    max_size=150,
+)
+
+
+@given(name=st.sampled_from(["EVALSHA", "XADD", b"HSET", "SCRIPT LOAD", b"CLIENT SETNAME"]), rest=arguments)
+def test_the_bytes_are_redis_pys_own(name: str | bytes, rest: list[object]) -> None:
+    assert _packed(ours, name, *rest) == _packed(theirs, name, *rest)
+
+
+def test_a_big_round_is_one_buffer_with_the_same_bytes() -> None:
+    envelope = b"x" * 400
+    args: list[object] = ["EVALSHA", "a" * 40, 60]
+    for i in range(20):
+        args += [f"orchestra:{{g{i}}}:events", f"orchestra:{{g{i}}}:commands", f"orchestra:{{g{i}}}:appended"]
+    for i in range(20):
+        args += [i, f"key{i}", 1, envelope]
+    packed = ours.pack_command(*args)
+    assert len(packed) == 1
+    assert packed[0] == _packed(theirs, *args)
+
+
+def test_what_hiredis_refuses_gets_redis_pys_error() -> None:
+    with pytest.raises(DataError):
+        ours.pack_command("SET", "k", True)
+    with pytest.raises(DataError):
+        theirs.pack_command("SET", "k", True)
+
+
+@pytest.mark.parametrize("cls", [Connection, SSLConnection, UnixDomainSocketConnection])
+def test_every_kind_of_connection_keeps_its_class(cls: type[Connection]) -> None:
+    packed = with_hiredis_packing(cls)
+    assert issubclass(packed, cls) and issubclass(packed, HiredisPacking)
+    assert with_hiredis_packing(packed) is packed
+
+
+@pytest.mark.integration
+async def test_the_store_packs_with_hiredis_on_tcp_and_unix_sockets(redis_url: str, tmp_path: Path) -> None:
+    with tempfile.TemporaryDirectory(prefix="orc") as short:  # sun_path is ~107 bytes
+        sock = Path(short) / "r.sock"
+        server = RedisProcess(tmp_path / "unix", "--unixsocket", str(sock)).start()
+        try:
+            for url, kind in ((redis_url, Connection), (f"unix://{sock}", UnixDomainSocketConnection)):
+                store = await bounded(RedisEventStore.from_url(url, cluster=False))
+                try:
+                    pool = store.client.connection_pool
+                    assert issubclass(pool.connection_class, HiredisPacking)
+                    assert issubclass(pool.connection_class, kind)
+                    game_id = new_id()
+                    await bounded(store.create(game_id, b"1", {}))
+                    await bounded(store.append(game_id, 1, [b"2", b"3"], "k"))
+                    assert [r.data for r in await bounded(store.read(game_id))] == [b"1", b"2", b"3"]
+                finally:
+                    await bounded(store.close())
+        finally:
+            server.stop()
