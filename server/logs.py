@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import logging
 import sys
-import time
 from typing import Any
 
 import msgspec
+
+from server.clock import utc_text
 
 _encode = msgspec.json.Encoder().encode
 # Fields the server may attach to a record with `extra=`; anything else is ignored, so a token passed by
@@ -34,8 +35,7 @@ class JsonFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         line: dict[str, Any] = {
-            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-            + f".{int(record.msecs):03d}Z",
+            "ts": utc_text(int(record.created) * 1000 + int(record.msecs)),
             "level": record.levelname.lower(),
             "logger": record.name,
             "msg": record.getMessage(),
@@ -57,6 +57,12 @@ def setup(level: str = "info", stream: Any = None) -> None:
     """Send the server's and uvicorn's logs to `stream` (stderr) as JSON lines."""
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(JsonFormatter())
+    # A line holds none of the caller's file and line, thread or process: logging's documented switches
+    # stop it collecting them for every record (a third of a command's log line).
+    logging._srcfile = None
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

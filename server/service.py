@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 
 import msgspec
 
@@ -18,17 +17,13 @@ from domain import CreateGame, Game, decide
 from domain.messages import EndGame, Event, Place
 from projections import View, project
 from server import auth, envelope
+from server.clock import utc_now
 from server.committer import Committer, Outcome
 from server.envelope import Envelope, Record
 from server.live import SPACES_CACHE_BYTES, GapError, Listener, LiveGame
 from server.store import Appended, EventStore, StoreUnavailable, UnreadableGame
 
 log = logging.getLogger(__name__)
-
-
-def utc_now() -> str:
-    """The envelope time: UTC, milliseconds, ISO 8601 with Z."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class Seat(msgspec.Struct, frozen=True):
