@@ -39,6 +39,7 @@ from bench.common import (
     say,
     write_result,
 )
+from server.runner import run as run_on_servers_loop
 
 GOAL = 1.3
 
@@ -321,7 +322,8 @@ def _serve_main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     raise_nofile(20_000)
     # The default asyncio loop, as `orchestra serve` runs.
-    asyncio.run(_broadcast_server(args.port))
+    # The event loop our server runs on (uvloop), so that the loop is not what differs.
+    run_on_servers_loop(_broadcast_server(args.port))
     return 0
 
 

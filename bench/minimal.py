@@ -1,6 +1,7 @@
 """The limit of the stack: a minimal game server on the same stack as ours, speaking the same frames.
 
-Starlette on uvicorn (ws="websockets-sansio"), msgspec, redis-py asyncio with hiredis, the same Redis.
+Starlette on uvicorn (ws="websockets-sansio") on the same event loop (uvloop), msgspec, redis-py asyncio
+with hiredis parsing and packing (server/redis_packing.py), the same Redis.
 Per command: one msgspec decode, one Lua conditional append (the very APPEND script of
 server/redis_scripts.py: command-id check, expected-version check, XADD), one `accepted` answer to the
 sender, one `events` frame (encoded once) to every client of the game. No rules, no projections, no
@@ -29,7 +30,9 @@ from starlette.responses import Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from server.redis_packing import with_hiredis_packing
 from server.redis_scripts import APPEND, commands_key, events_key
+from server.runner import run as run_on_servers_loop
 from server.runner import started_url
 
 
@@ -107,6 +110,8 @@ class Game:
 class State:
     def __init__(self, redis_url: str) -> None:
         self.redis = Redis.from_url(redis_url)
+        pool = self.redis.connection_pool
+        pool.connection_class = with_hiredis_packing(pool.connection_class)
         self.append = self.redis.register_script(APPEND)
         self.games: dict[str, Game] = {}
 
@@ -195,8 +200,8 @@ def create_app(redis_url: str) -> Starlette:
     )
 
 
-def serve(port: int, redis_url: str, host: str = "127.0.0.1", loop: str = "asyncio") -> None:
-    """Serve until SIGTERM; `loop` "asyncio" (as `orchestra serve` runs) or "uvloop"."""
+def serve(port: int, redis_url: str, host: str = "127.0.0.1", loop: str = "same") -> None:
+    """Serve until SIGTERM; `loop` "same" (the event loop `orchestra serve` runs: uvloop) or "asyncio"."""
     config = uvicorn.Config(
         create_app(redis_url),
         host=host,
@@ -222,12 +227,10 @@ def serve(port: int, redis_url: str, host: str = "127.0.0.1", loop: str = "async
         finally:
             watcher.cancel()
 
-    if loop == "uvloop":
-        import uvloop
-
-        uvloop.run(run())
-    else:
+    if loop == "asyncio":
         asyncio.run(run())
+    else:
+        run_on_servers_loop(run())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -236,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     run = sub.add_parser("serve", help="run the minimal server")
     run.add_argument("--port", type=int, default=8001)
     run.add_argument("--redis-url", required=True)
-    run.add_argument("--loop", choices=["asyncio", "uvloop"], default="asyncio")
+    run.add_argument("--loop", choices=["same", "asyncio"], default="same")
     args = parser.parse_args(argv)
     serve(args.port, args.redis_url, loop=args.loop)
     return 0
