@@ -40,10 +40,12 @@ class Metrics:
         self.games = Gauge("orchestra_live_games", "Games held in memory on this node", registry=r)
         for role in ("player", "spectator"):
             self.connections.labels(role)
+        # Every accepted command counts here: the child is looked up once, not per command.
+        self._accepted = self.commands.labels("accepted", "")
 
     def accepted(self, seconds: float) -> None:
         """Count an accepted command and its latency."""
-        self.commands.labels("accepted", "").inc()
+        self._accepted.inc()
         self.latency.observe(seconds)
 
     def rejected(self, code: str) -> None:
