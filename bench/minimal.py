@@ -7,7 +7,12 @@ server/redis_scripts.py: command-id check, expected-version check, XADD), one `a
 sender, one `events` frame (encoded once) to every client of the game. No rules, no projections, no
 views, no auth, no logging, no batching: whatever our server costs beyond this is its own.
 
-    python -m bench.minimal serve --port 0 --redis-url redis://127.0.0.1:PORT
+With `--views`, each `events` frame also carries a "view" as large as ours: every token placed so far,
+as `{"seat": ..., "token": ...}` in its space's list (our view's chairs and below-the-line lists hold the
+same entries), kept encoded space by space so a command re-encodes only the space it touched. No rules
+decide where a token lands: it is the bytes that such a frame costs the stack, and nothing else.
+
+    python -m bench.minimal serve --port 0 --redis-url redis://127.0.0.1:PORT [--views]
 """
 
 from __future__ import annotations
@@ -76,6 +81,16 @@ class Events(msgspec.Struct, tag_field="type", tag="events"):
     envelopes: list[msgspec.Raw]
 
 
+class EventsWithView(msgspec.Struct, tag_field="type", tag="events"):
+    envelopes: list[msgspec.Raw]
+    view: msgspec.Raw
+
+
+class Placed(msgspec.Struct):
+    seat: int
+    token: msgspec.Raw
+
+
 class Welcome(msgspec.Struct, tag_field="type", tag="welcome"):
     role: str
     seat: int | None
@@ -97,18 +112,29 @@ decode_body = msgspec.json.Decoder(dict[str, Any]).decode
 
 
 class Game:
-    """One game: its version, a lock serialising its appends, and its connected clients."""
+    """One game: its version, a lock serialising its appends, its connected clients (and, with views,
+    each space's placements, encoded)."""
 
-    __slots__ = ("version", "lock", "clients")
+    __slots__ = ("version", "lock", "clients", "placed", "spaces")
 
     def __init__(self, version: int) -> None:
         self.version = version
         self.lock = asyncio.Lock()
         self.clients: list[WebSocket] = []
+        self.placed: dict[str, list[bytes]] = {}
+        self.spaces: dict[str, bytes] = {}
+
+    def view(self, space: str, seat: int, token: msgspec.Raw) -> bytes:
+        """The view after placing `token`: only the touched space is encoded again."""
+        entries = self.placed.setdefault(space, [])
+        entries.append(encode(Placed(seat, token)))
+        self.spaces[space] = b'"%s":[%s]' % (space.encode(), b",".join(entries))
+        return b'{"spaces":{%s}}' % b",".join(self.spaces.values())
 
 
 class State:
-    def __init__(self, redis_url: str) -> None:
+    def __init__(self, redis_url: str, views: bool) -> None:
+        self.views = views
         self.redis = Redis.from_url(redis_url)
         pool = self.redis.connection_pool
         pool.connection_class = with_hiredis_packing(pool.connection_class)
@@ -116,8 +142,8 @@ class State:
         self.games: dict[str, Game] = {}
 
 
-def create_app(redis_url: str) -> Starlette:
-    state = State(redis_url)
+def create_app(redis_url: str, views: bool = False) -> Starlette:
+    state = State(redis_url, views)
     counter = itertools.count(1)
 
     @contextlib.asynccontextmanager
@@ -186,7 +212,11 @@ def create_app(redis_url: str) -> Starlette:
             game.version = int(last)
         raw = [msgspec.Raw(data)]
         await websocket.send_text(encode(Accepted(frame.id, int(last), raw)).decode())
-        shared = encode(Events(raw)).decode()
+        if state.views:
+            view = game.view(frame.space, seat, frame.token)
+            shared = encode(EventsWithView(raw, msgspec.Raw(view))).decode()
+        else:
+            shared = encode(Events(raw)).decode()
         for client in list(game.clients):
             with contextlib.suppress(Exception):
                 await client.send_text(shared)
@@ -200,10 +230,12 @@ def create_app(redis_url: str) -> Starlette:
     )
 
 
-def serve(port: int, redis_url: str, host: str = "127.0.0.1", loop: str = "same") -> None:
+def serve(
+    port: int, redis_url: str, host: str = "127.0.0.1", loop: str = "same", views: bool = False
+) -> None:
     """Serve until SIGTERM; `loop` "same" (the event loop `orchestra serve` runs: uvloop) or "asyncio"."""
     config = uvicorn.Config(
-        create_app(redis_url),
+        create_app(redis_url, views),
         host=host,
         port=port,
         ws="websockets-sansio",
@@ -240,8 +272,9 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--port", type=int, default=8001)
     run.add_argument("--redis-url", required=True)
     run.add_argument("--loop", choices=["same", "asyncio"], default="same")
+    run.add_argument("--views", action="store_true", help="a view as large as ours in every events frame")
     args = parser.parse_args(argv)
-    serve(args.port, args.redis_url, loop=args.loop)
+    serve(args.port, args.redis_url, loop=args.loop, views=args.views)
     return 0
 
 

@@ -114,7 +114,10 @@ def test_latency(results: dict[str, dict[str, Any]]) -> None:
     for key in ("rate_per_s", "ours_p99_all_spectators_ms", "minimal_p99_all_spectators_ms"):
         assert _positive(summary[key]), key
     assert _positive(summary["ratio_p99_all_spectators"])
+    assert _positive(summary["ratio_p99_whole_views_to_minimal_views"])
     assert result["runs"]["ours"]["config"]["mode"] == "open"
+    # The minimal pipeline's frames carry views only when asked to (--views).
+    assert summary["minimal_views_frame_bytes_mean"] > result["runs"]["minimal"]["spectator_frame_bytes_mean"]
 
 
 def test_fanout(results: dict[str, dict[str, Any]]) -> None:
