@@ -183,3 +183,8 @@ def test_store(results: dict[str, dict[str, Any]]) -> None:
         assert _positive(row["appends_per_s"]) and _positive(row["loaded_events_per_s"])
         assert row["events_loaded"] == result["games"] * result["events_per_game"]
         assert row["durability"]
+    floors = result["summary"]["floors_to_sqlite_full"]
+    # The scripted round from Python needs no redis-benchmark; the C client's floors do.
+    assert _positive(floors["python_script_rounds_to_grouped"])
+    for name in ("c_client_one_at_a_time_to_sequential", "c_client_rounds_to_grouped"):
+        assert floors[name] is None or _positive(floors[name])
