@@ -4,8 +4,9 @@ Ours: a player's command goes through the whole server (decode, decide, append, 
 once, one outbox per spectator); the clock runs from the command's send to the last spectator's receipt.
 Baseline: a plain `websockets` server in its own process that calls `websockets.broadcast()` with the
 same bytes (the very frame our server sent, captured in this run) to the same number of clients; the
-clock runs from the trigger's send to the last receipt. Both are measured with and without
-permessage-deflate offered by the clients (browsers offer it; uvicorn accepts it by default).
+clock runs from the trigger's send to the last receipt. Both run on uvloop and decline
+permessage-deflate (as `orchestra serve` does by default); they are measured with clients that offer it
+(as browsers do) and clients that do not.
 
     python -m bench.fanout serve-broadcast --port 0     (the baseline server, started by the benchmark)
 """
@@ -226,7 +227,14 @@ async def _broadcast_server(port: int) -> None:
             audience.discard(ws)
 
     async with serve(
-        handler, "127.0.0.1", port, max_size=None, ping_interval=None, compression="deflate"
+        # permessage-deflate declined, as `orchestra serve` declines it by default: with clients offering
+        # it, the baseline would otherwise compress for every connection what ours sends plain.
+        handler,
+        "127.0.0.1",
+        port,
+        max_size=None,
+        ping_interval=None,
+        compression=None,
     ) as server:
         bound = next(iter(server.sockets)).getsockname()[1]
         print(f"Broadcast server running at http://127.0.0.1:{bound}/", flush=True)

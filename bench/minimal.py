@@ -231,15 +231,26 @@ def create_app(redis_url: str, views: bool = False) -> Starlette:
 
 
 def serve(
-    port: int, redis_url: str, host: str = "127.0.0.1", loop: str = "same", views: bool = False
+    port: int,
+    redis_url: str,
+    host: str = "127.0.0.1",
+    loop: str = "same",
+    views: bool = False,
+    compression: bool = False,
 ) -> None:
-    """Serve until SIGTERM; `loop` "same" (the event loop `orchestra serve` runs: uvloop) or "asyncio"."""
+    """Serve until SIGTERM; `loop` "same" (the event loop `orchestra serve` runs: uvloop) or "asyncio".
+
+    permessage-deflate is declined unless `compression`, as `orchestra serve` declines it by default
+    (uvicorn's own default accepts it, which would make the baseline compress every frame ours sends
+    plain).
+    """
     config = uvicorn.Config(
         create_app(redis_url, views),
         host=host,
         port=port,
         ws="websockets-sansio",
         ws_max_size=64 * 1024,
+        ws_per_message_deflate=compression,
         lifespan="on",
         log_config=None,
         log_level="warning",
@@ -273,8 +284,9 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--redis-url", required=True)
     run.add_argument("--loop", choices=["same", "asyncio"], default="same")
     run.add_argument("--views", action="store_true", help="a view as large as ours in every events frame")
+    run.add_argument("--compression", action="store_true", help="accept permessage-deflate")
     args = parser.parse_args(argv)
-    serve(args.port, args.redis_url, loop=args.loop, views=args.views)
+    serve(args.port, args.redis_url, loop=args.loop, views=args.views, compression=args.compression)
     return 0
 
 
