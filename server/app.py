@@ -96,7 +96,7 @@ def create_app(settings: Settings | None = None, store: EventStore | None = None
         Route("/games", http.list_games, methods=["GET"]),
         Route("/games/{game_id}", http.get_game, methods=["GET"]),
         Route("/games/{game_id}/events", http.get_events, methods=["GET"]),
-        WebSocketRoute("/games/{game_id}/ws", ws.game_socket),
+        WebSocketRoute("/games/{game_id}/ws", ws.GameSocket()),
         Route("/healthz", http.healthz, methods=["GET"]),
         Route("/readyz", http.readyz, methods=["GET"]),
         Route("/schema.json", http.schema_json, methods=["GET"]),

@@ -6,9 +6,12 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import TYPE_CHECKING, Any
 
 import msgspec
+from starlette.types import Receive, Scope
+from starlette.types import Send as AsgiSend
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from domain import Rejected
@@ -38,7 +41,33 @@ POLICY = 1008
 HISTORY_CHUNK = 200
 
 
-async def game_socket(websocket: WebSocket) -> None:
+class GameSocket:
+    """The endpoint as a plain ASGI app, so that live frames can skip Starlette's WebSocket.
+
+    Starlette sends each message through its WebSocket's state checks and its exception wrapper; a game's
+    every frame goes to each of its clients, so the outbox hands frames to the server's own `send`, which
+    refuses them itself once the connection is gone. Everything else goes through the WebSocket.
+    """
+
+    async def __call__(self, scope: Scope, receive: Receive, send: AsgiSend) -> None:
+        await game_socket(WebSocket(scope, receive=receive, send=send), send)
+
+
+def _text_sender(send: AsgiSend) -> Callable[[str], Coroutine[Any, Any, None]]:
+    """The outbox drives the send by hand, so it needs a coroutine, which ASGI servers' sends are."""
+
+    def send_text(text: str) -> Coroutine[Any, Any, None]:
+        sending = send({"type": "websocket.send", "text": text})
+        return sending if isinstance(sending, Coroutine) else _awaited(sending)
+
+    return send_text
+
+
+async def _awaited(awaitable: Awaitable[None]) -> None:
+    await awaitable
+
+
+async def game_socket(websocket: WebSocket, send: AsgiSend) -> None:
     """Serve one client of one game from hello to disconnect."""
     ctx: Context = websocket.app.state.ctx
     game_id: str = websocket.path_params["game_id"]
@@ -63,7 +92,7 @@ async def game_socket(websocket: WebSocket) -> None:
         await _refuse(websocket, "unavailable", "this game has its maximum of connections", TOO_SLOW)
         return
     role = "player" if seat >= 0 else "spectator"
-    outbox = Outbox(websocket.send_text, _closer(websocket), ctx.settings.queue_limit, ctx.metrics.drops.inc)
+    outbox = Outbox(_text_sender(send), _closer(websocket), ctx.settings.queue_limit, ctx.metrics.drops.inc)
     follower = Subscriber(outbox=outbox, view=hello.view, role=role)
     # Subscribing and reading the version happen in one step of the loop, so every live frame queued
     # from here on is past the welcome's version: no gap, no duplicate.
