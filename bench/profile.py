@@ -1,11 +1,13 @@
-"""Profile: py-spy samples our server while the throughput load (closed loop, 20 games x 3 players x 5
-spectators) runs, then ranks functions by self time (the frame on top of the stack) and by inclusive
-time (anywhere on the stack), both as a share of all samples taken while the server was busy.
+"""Profile: py-spy samples a server while a load runs, then ranks functions by self time (the frame on
+top of the stack) and by inclusive time (anywhere on the stack), both as a share of all samples taken
+while the server was busy. The load: the throughput benchmark's (closed loop, 20 games x 3 players x 5
+spectators), or open loop at `--open-rate` commands/s; the server: ours, or `--server minimal`, so that
+both can be profiled at the same offered load.
 
-    python -m bench profile [--duration 15] [--rate 100]
+    python -m bench profile [--duration 15] [--rate 100] [--server minimal] [--open-rate 1150]
 
-Writes bench/results/profile.json (the top entries) and bench/results/profile.txt (py-spy's raw folded
-stacks: `flamegraph.pl profile.txt > profile.svg`, or speedscope, draws them). py-spy samples with
+Writes bench/results/profile*.json (the top entries) and profile*.txt (py-spy's raw folded stacks:
+`flamegraph.pl profile.txt > profile.svg`, or speedscope, draws them). py-spy samples with
 --nonblocking (it never pauses the server), so the load runs at nearly full speed.
 """
 
@@ -94,6 +96,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="clients do not offer permessage-deflate (writes profile_no_compression.*)",
     )
+    parser.add_argument(
+        "--server", choices=["ours", "minimal"], default="ours", help="profile this server (minimal.* files)"
+    )
+    parser.add_argument(
+        "--open-rate",
+        type=float,
+        default=0.0,
+        help="open loop at this many commands/s instead of closed loop (writes *_open.*)",
+    )
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
@@ -101,16 +112,22 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     duration = 3.0 if args.quick else args.duration
     RESULTS.mkdir(parents=True, exist_ok=True)
     name = "profile_no_compression" if args.no_compression else "profile"
+    if args.server == "minimal":
+        name = name.replace("profile", "profile_minimal", 1)
+    if args.open_rate > 0:
+        name += "_open"
     raw_path = RESULTS / f"{name}.txt"
     config = LoadConfig(
         games=20,
         players=3,
         spectators=5,
-        mode="closed",
+        mode="open" if args.open_rate > 0 else "closed",
+        rate=args.open_rate if args.open_rate > 0 else 500.0,
+        arrival="poisson",
         duration=duration,
         compression=not args.no_compression,
     )
-    with RedisServer() as redis, ServerProcess("ours", redis.url) as server:
+    with RedisServer() as redis, ServerProcess(args.server, redis.url) as server:
         config.url, config.server_pid, config.redis_pid = server.url, server.pid, redis.pid
         command = [py_spy(), "record", "--pid", str(server.pid), "--output", str(raw_path), "--format", "raw"]
         command += ["--rate", str(args.rate), "--nonblocking", "--duration", str(int(duration + 8))]
@@ -119,7 +136,7 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         )
         time.sleep(1.0)
         result = run(config)
-        result["server_kind"] = "ours"
+        result["server_kind"] = args.server
         say("under py-spy: " + brief(result))
         _, err = spy.communicate(timeout=duration + 60)
         if spy.returncode != 0:

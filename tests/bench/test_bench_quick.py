@@ -188,3 +188,20 @@ def test_store(results: dict[str, dict[str, Any]]) -> None:
     assert _positive(floors["python_script_rounds_to_grouped"])
     for name in ("c_client_one_at_a_time_to_sequential", "c_client_rounds_to_grouped"):
         assert floors[name] is None or _positive(floors[name])
+
+
+@pytest.mark.parametrize("server", ["ours", "minimal"])
+def test_profile_samples_either_server_in_open_loop(tmp_path: Path, server: str) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRA_")}
+    env["BENCH_RESULTS_DIR"] = str(tmp_path)
+    command = [sys.executable, "-m", "bench", "profile", "--quick", "--no-compression"]
+    command += ["--open-rate", "200", "--server", server]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, timeout=TIMEOUT, check=False)
+    assert done.returncode == 0, done.stdout.decode(errors="replace")[-3000:]
+    name = "profile_no_compression_open" if server == "ours" else "profile_minimal_no_compression_open"
+    result = json.loads((tmp_path / f"{name}.json").read_text())
+    assert result["load"]["server_kind"] == server
+    assert result["load"]["config"]["mode"] == "open"
+    assert result["load"]["accepted"] > 0
+    assert result["summary"]["samples"] > 0 and result["profile"]["self"]
+    assert (tmp_path / f"{name}.txt").stat().st_size > 0
