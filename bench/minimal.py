@@ -35,7 +35,7 @@ from starlette.responses import Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from server.redis_packing import with_hiredis_packing
+from server.redis_packing import use_hiredis_packing
 from server.redis_scripts import APPEND, commands_key, events_key
 from server.runner import run as run_on_servers_loop
 from server.runner import started_url
@@ -135,9 +135,7 @@ class Game:
 class State:
     def __init__(self, redis_url: str, views: bool) -> None:
         self.views = views
-        self.redis = Redis.from_url(redis_url)
-        pool = self.redis.connection_pool
-        pool.connection_class = with_hiredis_packing(pool.connection_class)
+        self.redis = use_hiredis_packing(Redis.from_url(redis_url))
         self.append = self.redis.register_script(APPEND)
         self.games: dict[str, Game] = {}
 

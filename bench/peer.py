@@ -51,7 +51,7 @@ from redis.asyncio import Redis
 
 from bench.common import RedisServer, ratio, say, write_result
 from bench.games import build_game
-from server.redis_packing import with_hiredis_packing
+from server.redis_packing import use_hiredis_packing
 from server.redis_store import RedisEventStore
 
 
@@ -189,9 +189,7 @@ return #KEYS
 async def script_rounds(url: str, data: bytes, games: int, rounds: int) -> dict[str, Any]:
     """Rounds of `games` plain XADDs in one script call from redis-py (hiredis packing, as ours): the
     floor of a scripted round from Python, whatever the script checks."""
-    client = Redis.from_url(url)
-    pool = client.connection_pool
-    pool.connection_class = with_hiredis_packing(pool.connection_class)
+    client = use_hiredis_packing(Redis.from_url(url))
     try:
         script = client.register_script(XADD_ONLY)
         keys = [f"raw:{{floor-{i}}}" for i in range(games)]

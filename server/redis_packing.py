@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import hiredis
+from redis.asyncio import Redis
 from redis.asyncio.connection import AbstractConnection
 from redis.typing import EncodableT
 
@@ -36,3 +37,13 @@ def with_hiredis_packing(cls: type[AbstractConnection]) -> type[AbstractConnecti
         return cls
     packed: type[Any] = type(f"Hiredis{cls.__name__}", (HiredisPacking, cls), {})
     return packed
+
+
+def use_hiredis_packing(client: Redis) -> Redis:
+    """`client`, whose pool makes its connections (of the class its URL's scheme chose) pack with hiredis.
+
+    Call it before the client's first command: connections already made keep redis-py's packer.
+    """
+    pool = client.connection_pool
+    pool.connection_class = with_hiredis_packing(pool.connection_class)
+    return client

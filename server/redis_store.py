@@ -21,7 +21,7 @@ from redis.backoff import ExponentialBackoff
 
 from server.envelope import Record
 from server.redis_notify import Notifier
-from server.redis_packing import with_hiredis_packing
+from server.redis_packing import use_hiredis_packing
 from server.redis_scripts import (
     APPEND,
     APPEND_MANY,
@@ -417,11 +417,7 @@ def _connect(url: str, cluster: bool, connect_timeout: float, max_connections: i
         return RedisCluster.from_url(url, max_connections=max_connections or 1_000, **options)
     if max_connections is not None:
         options["max_connections"] = max_connections
-    client = Redis.from_url(url, **options)
-    # The pool picked the connection class from the URL's scheme; it has made no connection yet.
-    pool = client.connection_pool
-    pool.connection_class = with_hiredis_packing(pool.connection_class)
-    return client
+    return use_hiredis_packing(Redis.from_url(url, **options))
 
 
 async def _is_cluster(url: str, timeout: float) -> bool:

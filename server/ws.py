@@ -44,9 +44,11 @@ HISTORY_CHUNK = 200
 class GameSocket:
     """The endpoint as a plain ASGI app, so that live frames can skip Starlette's WebSocket.
 
-    Starlette sends each message through its WebSocket's state checks and its exception wrapper; a game's
-    every frame goes to each of its clients, so the outbox hands frames to the server's own `send`, which
-    refuses them itself once the connection is gone. Everything else goes through the WebSocket.
+    Starlette's WebSocket checks its state machine on every message it sends; a game's every frame goes
+    to each of its clients, so the outbox hands frames to the `send` the app is called with (the ASGI
+    server's, behind Starlette's exception wrapper), which refuses them itself once the connection is
+    gone. Everything else (hello, welcome, history, answers to refused connections, close) goes through
+    the WebSocket.
     """
 
     async def __call__(self, scope: Scope, receive: Receive, send: AsgiSend) -> None:

@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from redis.asyncio import Redis
 from redis.asyncio.connection import Connection, SSLConnection, UnixDomainSocketConnection
 from redis.exceptions import DataError
 from support.redis import RedisProcess, bounded, new_id
 
-from server.redis_packing import HiredisPacking, with_hiredis_packing
+from server.redis_packing import HiredisPacking, use_hiredis_packing, with_hiredis_packing
 from server.redis_store import RedisEventStore
 
 ours = with_hiredis_packing(Connection)()
@@ -63,6 +64,26 @@ def test_every_kind_of_connection_keeps_its_class(cls: type[Connection]) -> None
     packed = with_hiredis_packing(cls)
     assert issubclass(packed, cls) and issubclass(packed, HiredisPacking)
     assert with_hiredis_packing(packed) is packed
+
+
+@pytest.mark.parametrize(
+    ("url", "cls"),
+    [
+        ("redis://127.0.0.1:1/0", Connection),
+        ("rediss://127.0.0.1:1/0", SSLConnection),
+        ("unix:///tmp/nowhere.sock", UnixDomainSocketConnection),
+    ],
+)
+async def test_a_client_told_to_packs_with_hiredis_over_its_urls_kind_of_connection(
+    url: str, cls: type[Connection]
+) -> None:
+    client = Redis.from_url(url)
+    try:
+        assert use_hiredis_packing(client) is client
+        made = client.connection_pool.make_connection()  # type: ignore[no-untyped-call]
+        assert isinstance(made, HiredisPacking) and isinstance(made, cls)
+    finally:
+        await client.aclose()
 
 
 @pytest.mark.integration
