@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 
 Send = Callable[[str], Coroutine[Any, Any, None]]
 Close = Callable[[int, str], Awaitable[None]]
+# Writes a frame at once, bypassing ASGI, when the connection allows it; False when it does not.
+Write = Callable[[str], bool]
 
 TOO_SLOW = 1013
 
@@ -41,14 +43,22 @@ class Outbox:
     by hand and no task is involved. Only when the socket's buffer is full (a slow reader) does the send
     suspend; a task then finishes it and drains what queues up behind it, and a client that falls
     `limit` frames behind is closed (1013) instead of holding anyone else up. Nothing is written before
-    `start` (the welcome and any history go out first, directly).
+    `start` (the welcome and any history go out first, directly). With `write` (the server's shared-frame
+    writer, `server.ws_protocol`), a frame is written without ASGI whenever the connection is plainly
+    open, and through `send` otherwise.
     """
 
     def __init__(
-        self, send: Send, close: Close, limit: int, on_drop: Callable[[], None] | None = None
+        self,
+        send: Send,
+        close: Close,
+        limit: int,
+        on_drop: Callable[[], None] | None = None,
+        write: Write | None = None,
     ) -> None:
         self._send, self._close, self.limit = send, close, limit
         self._on_drop = on_drop
+        self._write = write
         self._queue: deque[str] = deque()
         self._task: asyncio.Task[None] | None = None
         self.started = False
@@ -60,7 +70,8 @@ class Outbox:
         if self.closed:
             return
         if self.started and self._task is None and not self._queue:
-            self._write_now(text)
+            if self._write is None or not self._write(text):
+                self._write_now(text)
             return
         if len(self._queue) >= self.limit:
             self.dropped = True

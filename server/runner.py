@@ -10,6 +10,7 @@ import uvicorn
 
 from server.app import create_app
 from server.config import Settings
+from server.ws_protocol import SharedFrameProtocol
 
 T = TypeVar("T")
 
@@ -20,8 +21,9 @@ def uvicorn_server(settings: Settings, graceful_seconds: int = 5) -> uvicorn.Ser
         create_app(settings),
         host=settings.host,
         port=settings.port,
-        # The sans-I/O websockets implementation costs the least per message of uvicorn's three.
-        ws="websockets-sansio",
+        # The sans-I/O websockets implementation costs the least per message of uvicorn's three; ours
+        # adds a direct write of frames shared by many clients (server.ws_protocol).
+        ws=SharedFrameProtocol,
         # Frames up to the limit are read and, when too large, refused politely (too_large); far larger
         # ones are cut off by the protocol layer itself (close 1009) before they are buffered whole.
         ws_max_size=max(4 * settings.max_frame_bytes, 64 * 1024),

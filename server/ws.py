@@ -31,6 +31,7 @@ from server.wire import (
     readable_id,
     rejected,
 )
+from server.ws_protocol import SHARED_TEXT
 
 if TYPE_CHECKING:
     from server.app import Context
@@ -45,7 +46,8 @@ class GameSocket:
     """The endpoint as a plain ASGI app, so that live frames can skip Starlette's WebSocket.
 
     Starlette's WebSocket checks its state machine on every message it sends; a game's every frame goes
-    to each of its clients, so the outbox hands frames to the `send` the app is called with (the ASGI
+    to each of its clients, so the outbox writes frames with the server's shared-frame writer when it
+    offers one (`server.ws_protocol`), else hands them to the `send` the app is called with (the ASGI
     server's, behind Starlette's exception wrapper), which refuses them itself once the connection is
     gone. Everything else (hello, welcome, history, answers to refused connections, close) goes through
     the WebSocket.
@@ -67,6 +69,13 @@ def _text_sender(send: AsgiSend) -> Callable[[str], Coroutine[Any, Any, None]]:
 
 async def _awaited(awaitable: Awaitable[None]) -> None:
     await awaitable
+
+
+def shared_writer(scope: Scope) -> Callable[[str], bool] | None:
+    """The server's direct writer of shared text frames, when it offers one (server.ws_protocol)."""
+    offered = scope.get("extensions", {}).get(SHARED_TEXT)
+    write = offered.get("write") if isinstance(offered, dict) else None
+    return write if callable(write) else None
 
 
 async def game_socket(websocket: WebSocket, send: AsgiSend) -> None:
@@ -94,7 +103,13 @@ async def game_socket(websocket: WebSocket, send: AsgiSend) -> None:
         await _refuse(websocket, "unavailable", "this game has its maximum of connections", TOO_SLOW)
         return
     role = "player" if seat >= 0 else "spectator"
-    outbox = Outbox(_text_sender(send), _closer(websocket), ctx.settings.queue_limit, ctx.metrics.drops.inc)
+    outbox = Outbox(
+        _text_sender(send),
+        _closer(websocket),
+        ctx.settings.queue_limit,
+        ctx.metrics.drops.inc,
+        write=shared_writer(websocket.scope),
+    )
     follower = Subscriber(outbox=outbox, view=hello.view, role=role)
     # Subscribing and reading the version happen in one step of the loop, so every live frame queued
     # from here on is past the welcome's version: no gap, no duplicate.

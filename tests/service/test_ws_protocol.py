@@ -1,0 +1,182 @@
+"""The shared-frame writer: the bytes of RFC 6455's text frame, written only while plainly open.
+
+The frame is checked against a deliberately plain reading of RFC 6455 section 5.2 (a server's frames are
+unmasked) and against the websockets library's own server protocol; the writer runs in a real uvicorn
+server on port 0 with a real websockets client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import struct
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import uvicorn
+from hypothesis import given
+from hypothesis import strategies as st
+from websockets.asyncio.client import connect
+from websockets.extensions.permessage_deflate import ClientPerMessageDeflateFactory
+from websockets.protocol import State
+from websockets.server import ServerProtocol
+
+from server.hub import Outbox
+from server.ws import shared_writer
+from server.ws_protocol import SharedFrameProtocol, framed
+
+
+def rfc6455_text_frame(text: str) -> bytes:
+    payload = text.encode("utf-8")
+    size = len(payload)
+    if size < 126:
+        header = bytes([0x81, size])
+    elif size < 1 << 16:
+        header = bytes([0x81, 126]) + struct.pack("!H", size)
+    else:
+        header = bytes([0x81, 127]) + struct.pack("!Q", size)
+    return header + payload
+
+
+def websockets_text_frame(text: str) -> bytes:
+    protocol = ServerProtocol()
+    protocol.state = State.OPEN
+    protocol.send_text(text.encode())
+    return b"".join(protocol.data_to_send())
+
+
+@given(
+    st.text(max_size=300) | st.sampled_from(["a" * 125, "a" * 126, "b" * 65535, "c" * 65536, "é" * 70_000])
+)
+def test_a_frame_is_rfc6455s_unmasked_final_text_frame(text: str) -> None:
+    assert framed(text) == rfc6455_text_frame(text) == websockets_text_frame(text)
+
+
+def test_the_same_text_is_framed_once_for_all_its_recipients() -> None:
+    text = "x" * 30_000
+    first = framed(text)
+    assert framed(text) is first
+    other = framed("y" * 30_000)
+    assert other is not first and other == rfc6455_text_frame("y" * 30_000)
+    # Equal but not the same object (another batch): framed again, to the same bytes.
+    again = framed("".join(["x"] * 30_000))
+    assert again is not first and again == first
+
+
+async def _answering(app: Callable[..., Any], compression: bool) -> AsyncIterator[str]:
+    config = uvicorn.Config(
+        app,
+        host="127.0.0.1",
+        port=0,
+        ws=SharedFrameProtocol,
+        ws_per_message_deflate=compression,
+        lifespan="off",
+        log_config=None,
+    )
+    server = uvicorn.Server(config)
+    serving = asyncio.create_task(server.serve())
+    try:
+        while not server.started:
+            assert not serving.done(), "the server stopped before it listened"
+            await asyncio.sleep(0.01)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        yield f"ws://127.0.0.1:{port}/"
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(serving, 10)
+
+
+serving = contextlib.asynccontextmanager(_answering)
+
+
+class Recorder:
+    """An ASGI app that accepts, then hands the scope's writer to the test."""
+
+    def __init__(self) -> None:
+        self.ready: asyncio.Future[tuple[Callable[[str], bool] | None, Any]] = (
+            asyncio.get_running_loop().create_future()
+        )
+        self.disconnected = asyncio.Event()
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        assert scope["type"] == "websocket"
+        await receive()
+        await send({"type": "websocket.accept"})
+        self.ready.set_result((shared_writer(scope), send))
+        while (await receive())["type"] != "websocket.disconnect":
+            pass
+        self.disconnected.set()
+
+
+async def test_frames_written_directly_reach_the_client_whole_and_in_order() -> None:
+    app = Recorder()
+    async with serving(app, compression=False) as url, connect(url, compression=None, max_size=None) as ws:
+        write, _ = await asyncio.wait_for(app.ready, 5)
+        assert write is not None
+        texts = ["{}", "a" * 125, "b" * 126, '{"view":"' + "é" * 40_000 + '"}', "c" * 70_000]
+        assert all(write(text) for text in texts)
+        assert [await asyncio.wait_for(ws.recv(), 5) for _ in texts] == texts
+
+
+async def test_a_compressing_connection_is_left_to_asgi() -> None:
+    app = Recorder()
+    deflate = [ClientPerMessageDeflateFactory()]
+    async with serving(app, compression=True) as url, connect(url, extensions=deflate) as ws:
+        write, send = await asyncio.wait_for(app.ready, 5)
+        assert write is not None
+        assert ws.protocol.extensions, "the client and server agreed on permessage-deflate"
+        assert write("plain") is False
+        await send({"type": "websocket.send", "text": "compressed " * 100})
+        assert await asyncio.wait_for(ws.recv(), 5) == "compressed " * 100
+
+
+async def test_a_closed_connection_is_not_written() -> None:
+    app = Recorder()
+    async with serving(app, compression=False) as url:
+        async with connect(url, compression=None) as ws:
+            write, _ = await asyncio.wait_for(app.ready, 5)
+            assert write is not None
+        await asyncio.wait_for(app.disconnected.wait(), 5)
+        assert ws.state is State.CLOSED
+        assert write("too late") is False
+
+
+async def test_a_full_buffer_is_not_written_past() -> None:
+    app = Recorder()
+    async with serving(app, compression=False) as url, connect(url, compression=None, max_size=None) as ws:
+        write, _ = await asyncio.wait_for(app.ready, 5)
+        assert write is not None
+        ws.transport.pause_reading()  # the client stops reading: the server's buffer fills
+        chunk = "z" * (1 << 20)
+        written = 0
+        while write(chunk):
+            written += 1
+            assert written < 1000, "the transport never paused writing"
+        assert not write.__self__.writable.is_set()  # type: ignore[attr-defined]
+        ws.transport.resume_reading()
+        received = [await asyncio.wait_for(ws.recv(), 10) for _ in range(written)]
+        assert received == [chunk] * written
+
+
+async def test_the_outbox_writes_directly_and_falls_back_to_send_when_refused() -> None:
+    written: list[str] = []
+    sent: list[str] = []
+    allow = True
+
+    def write(text: str) -> bool:
+        if allow:
+            written.append(text)
+        return allow
+
+    async def send(text: str) -> None:
+        sent.append(text)
+
+    async def close(code: int, reason: str) -> None:
+        raise AssertionError("not closed")
+
+    outbox = Outbox(send, close, limit=4, write=write)
+    outbox.start()
+    outbox.put("a")
+    allow = False
+    outbox.put("b")
+    assert written == ["a"] and sent == ["b"]
