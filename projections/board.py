@@ -26,6 +26,7 @@ from domain import (
     fold,
     scores,
 )
+from domain.messages import Amounts
 
 
 class PlayerView(msgspec.Struct, frozen=True, gc=False):
@@ -91,7 +92,19 @@ def apply(board: Board, event: Event) -> Board:
         "rare" if isinstance(view.spaces[space], RareSpaceView) else "standard"
     )
     spaces = {**view.spaces, space: _render_space(game.spaces[space], kind)}
-    return Board(game, replace(view, version=game.version, spaces=spaces, scores=scores(game)))
+    if game.spaces[space].held == board.game.spaces[space].held:
+        # No First Chair changed hands: chairs and prestige stand, only the placer's resources may move.
+        ranked = _with_resources(view.scores, game.resources)
+    else:
+        ranked = scores(game)
+    return Board(game, replace(view, version=game.version, spaces=spaces, scores=ranked))
+
+
+def _with_resources(before: tuple[Score, ...], resources: tuple[Amounts, ...]) -> tuple[Score, ...]:
+    return tuple(
+        score if score.resources is amounts else replace(score, resources=amounts)
+        for score, amounts in zip(before, resources, strict=True)
+    )
 
 
 def project(events: Iterable[Event], start: Board | None = None) -> Board:
