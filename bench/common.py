@@ -21,7 +21,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import psutil
 import redis
@@ -253,13 +253,19 @@ async def open_client(url: str, hello: str | None, compression: bool, **options:
     return ws
 
 
-async def close_clients(sockets: Sequence[ClientConnection], readers: Sequence[asyncio.Task[Any]]) -> None:
+class Closable(Protocol):
+    """A client connection the benchmarks open: the `websockets` client's or bench.light_client's."""
+
+    async def close(self) -> None: ...
+
+
+async def close_clients(sockets: Sequence[Closable], readers: Sequence[asyncio.Task[Any]]) -> None:
     """Stop the readers and close the sockets, 200 at a time, each within 3 s."""
     for task in readers:
         task.cancel()
     gate = asyncio.Semaphore(200)
 
-    async def close(ws: ClientConnection) -> None:
+    async def close(ws: Closable) -> None:
         async with gate:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(ws.close(), 3)

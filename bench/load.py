@@ -9,8 +9,9 @@ Players cycle through the legal performance and repair placements of the standar
 does not matter; the server must run with a large ORCHESTRA_MAX_PLACEMENTS), each with a unique id.
 Latencies: command to its `accepted` answer, and command to each spectator's receipt of its envelope
 (matched by the envelope's command_id and seat), plus per command the time until every spectator of the
-game had it. The generator uses raw `websockets` connections and typed msgspec decoding of only the
-fields it needs (a frame's view is not parsed at all: see `timed_part`), on uvloop; its own CPU is
+game had it. The generator uses raw websocket connections and typed msgspec decoding of only the
+fields it needs (a frame's view is not parsed at all: see `timed_part`), on uvloop, through a lean
+client of its own by default (`bench.light_client`; `--client websockets` for the library's); its own CPU is
 reported next to the server's so a saturated generator is visible. `--procs N` splits the games over N
 generator processes.
 """
@@ -28,7 +29,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import msgspec
@@ -45,8 +46,10 @@ from bench.common import (
     say,
     write_result,
 )
+from bench.light_client import LightSocket
 from domain import STANDARD, PerformanceToken, RepairToken, legal_spaces
 
+Socket = ClientConnection | LightSocket
 ANSWER_TIMEOUT = 10.0
 DRAIN_SECONDS = 5.0
 
@@ -78,6 +81,9 @@ class LoadConfig:
     max_commands: int = 1_000_000
     view: bool | str = True  # hello's "view" (false: frames without the view; "patch": what changed)
     compression: bool = True  # offer permessage-deflate, as browsers and `websockets` do by default
+    # The meter's websocket client: "light" (bench.light_client: lean, refuses compression if agreed to)
+    # or "websockets" (the library's client, which can decompress).
+    client: str = "light"
     procs: int = 1
     server_pid: int | None = None
     redis_pid: int | None = None
@@ -148,8 +154,8 @@ class Worker:
         self.spectator_frames = 0
         self.spectator_bytes = 0
         self.last_answer = 0.0
-        self.players: list[tuple[int, int, ClientConnection]] = []
-        self.sockets: list[ClientConnection] = []
+        self.players: list[tuple[int, int, Socket]] = []
+        self.sockets: list[Socket] = []
         self.readers: list[asyncio.Task[None]] = []
         self.counter = 0
         self.started = 0.0
@@ -178,15 +184,20 @@ class Worker:
 
         async def connect(game: int, game_id: str, token: str | None, seat: int) -> None:
             async with gate:
-                ws = await websockets.connect(
-                    f"{ws_base}/games/{game_id}/ws",
-                    max_size=None,
-                    open_timeout=30,
-                    close_timeout=2,
-                    ping_interval=None,
-                    compression="deflate" if config.compression else None,
-                    max_queue=None,
-                )
+                ws: Socket
+                if config.client == "light":
+                    url = f"{ws_base}/games/{game_id}/ws"
+                    ws = await LightSocket.connect(url, offer_deflate=config.compression)
+                else:
+                    ws = await websockets.connect(
+                        f"{ws_base}/games/{game_id}/ws",
+                        max_size=None,
+                        open_timeout=30,
+                        close_timeout=2,
+                        ping_interval=None,
+                        compression="deflate" if config.compression else None,
+                        max_queue=None,
+                    )
                 hello: dict[str, Any] = {"type": "hello", "token": token, "since": None}
                 if config.view is not True:
                     hello["view"] = config.view
@@ -217,13 +228,13 @@ class Worker:
         body = self.bodies[(self.counter + seat) % len(self.bodies)]
         return cid, f'{{"type":"place","id":"{cid}",{body}}}'
 
-    async def _read_player(self, ws: ClientConnection) -> None:
+    async def _read_player(self, ws: Socket) -> None:
         tracked = self.tracked
         clock = time.perf_counter
         try:
             while True:
                 # Bytes as they came: the meter skips websockets' UTF-8 decoding of frames it ignores.
-                data = await ws.recv(decode=False)
+                data = cast(bytes, await ws.recv(decode=False))
                 if data.startswith(b'{"type":"events"'):
                     continue
                 frame = _decode(data)
@@ -246,13 +257,13 @@ class Worker:
         except Exception:
             self._error("player_read")
 
-    async def _read_spectator(self, ws: ClientConnection) -> None:
+    async def _read_spectator(self, ws: Socket) -> None:
         tracked = self.tracked
         clock = time.perf_counter
         receipts = self.spectator
         try:
             while True:
-                data = await ws.recv(decode=False)
+                data = cast(bytes, await ws.recv(decode=False))
                 now = clock()
                 self.spectator_frames += 1
                 self.spectator_bytes += len(data)
@@ -270,7 +281,7 @@ class Worker:
         except Exception:
             self._error("spectator_read")
 
-    async def _closed_player(self, game: int, seat: int, ws: ClientConnection, deadline: float) -> None:
+    async def _closed_player(self, game: int, seat: int, ws: Socket, deadline: float) -> None:
         loop = asyncio.get_running_loop()
         clock = time.perf_counter
         while clock() < deadline and self.sent < self.config.max_commands:
@@ -547,6 +558,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-view", action="store_true", help='hello with "view": false')
     parser.add_argument("--patch", action="store_true", help='hello with "view": "patch"')
     parser.add_argument("--no-compression", action="store_true", help="do not offer permessage-deflate")
+    parser.add_argument(
+        "--client",
+        choices=["light", "websockets"],
+        default="light",
+        help="the meter's websocket client (websockets: the library's, which can decompress)",
+    )
     parser.add_argument("--server-pid", type=int, help="with --url: the server's pid, for its CPU and RSS")
     parser.add_argument("--fsync-always", action="store_true", help="--start: Redis with appendfsync always")
 
@@ -565,6 +582,7 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         procs=args.procs,
         view=False if args.no_view else "patch" if args.patch else True,
         compression=not args.no_compression,
+        client=args.client,
         server_pid=args.server_pid,
     )
     if args.start:
