@@ -120,8 +120,13 @@ class Committer:
         self.busy.update(by_game)
         planned: list[_Planned] = []
         rejected: list[tuple[_Job, Rejected]] = []
+        games = self.service.games
         for game_id, game_jobs in by_game.items():
-            game = await self.service.live(game_id)
+            game = games.get(game_id)
+            if game is None:  # not held here yet: load it (a read)
+                game = await self.service.live(game_id)
+            else:
+                games.move_to_end(game_id)  # what `live` does for a held game: most recently used
             if game is None:
                 for job in game_jobs:
                     _fail(job, UnknownGame("no such game"))

@@ -94,7 +94,14 @@ class LiveGame:
         a long game's view twice in memory. The cached spaces stay within `SPACES_CACHE_BYTES`.
         """
         view = self.board.view
-        spaces = {space_id: self._space_json(space_id, space) for space_id, space in view.spaces.items()}
+        cache = self._spaces_json
+        spaces: dict[str, msgspec.Raw] = {}
+        for space_id, space in view.spaces.items():
+            # Inline, the common case (an untouched space, its encoding cached) is one lookup.
+            cached = cache.get(space_id)
+            spaces[space_id] = (
+                cached[1] if cached is not None and cached[0] is space else self._space_json(space_id, space)
+            )
         return _encode(
             _EncodedView(view.game_id, view.version, view.ended, view.players, spaces, view.scores)
         )
