@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from types import TracebackType
 from typing import Any, cast
 
 from redis import exceptions as rx
@@ -69,21 +69,33 @@ _UNAVAILABLE: tuple[type[BaseException], ...] = (
 _DRIVER_ERRORS: tuple[type[BaseException], ...] = (*_UNAVAILABLE, rx.RedisError)
 
 
-@asynccontextmanager
-async def _boundary(timeout: float, game_id: str = "", expected: int = 0) -> AsyncIterator[None]:
+class _boundary:  # noqa: N801 - used as `async with _boundary(...)`, like the function it replaced
     """Bound a call in time and translate driver errors into the port's errors, here and nowhere else.
 
     The bound is `asyncio.timeout`, not redis-py's socket timeout: that one wraps every write in
     `asyncio.wait_for`, a task per command. A call cut short leaves its connection closed by redis-py,
-    so no reply can ever be read by the wrong caller.
+    so no reply can ever be read by the wrong caller. A class, not a generator-based context manager:
+    it runs on every store call, and a generator costs a frame and two resumptions more.
     """
-    try:
-        async with asyncio.timeout(timeout):
-            yield
-    except TimeoutError as exc:
-        raise StoreUnavailable(f"redis: no answer within {timeout} s") from exc
-    except _DRIVER_ERRORS as exc:
-        raise _translate(exc, game_id, expected) from exc
+
+    __slots__ = ("_timeout", "_game_id", "_expected", "_bound")
+
+    def __init__(self, timeout: float, game_id: str = "", expected: int = 0) -> None:
+        self._timeout, self._game_id, self._expected = timeout, game_id, expected
+        self._bound = asyncio.timeout(timeout)
+
+    async def __aenter__(self) -> None:
+        await self._bound.__aenter__()
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        try:
+            await self._bound.__aexit__(kind, exc, trace)
+        except TimeoutError as timed_out:
+            raise StoreUnavailable(f"redis: no answer within {self._timeout} s") from timed_out
+        if isinstance(exc, _DRIVER_ERRORS):
+            raise _translate(exc, self._game_id, self._expected) from exc
 
 
 def _translate(exc: BaseException, game_id: str = "", expected: int = 0) -> StoreError:
