@@ -9,6 +9,7 @@
     python -m bench scaling [--quick]         1..1,000 games; decide time in a long game
     python -m bench store [--quick]           our Redis store vs eventsourcing's POPO and SQLite recorders
     python -m bench profile [--quick]         py-spy on our server under the throughput load
+    python -m bench pipeline [--quick]        the command path's CPU without sockets
 
 Each benchmark writes bench/results/<name>.json with its raw numbers and ratios.
 """
@@ -28,6 +29,7 @@ BENCHMARKS = {
     "scaling": "bench.scaling",
     "store": "bench.peer",
     "profile": "bench.profile",
+    "pipeline": "bench.pipeline",
 }
 
 

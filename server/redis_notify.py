@@ -79,6 +79,11 @@ class _Session:
         self._connection = connection
         async with asyncio.timeout(self._timeout):
             await connection.connect()
+        # redis-py's default handler for pushed messages formats each one for a debug line (str() of the
+        # message, whatever the log level): every append's notice would pay for it.
+        setter = getattr(getattr(connection, "_parser", None), "set_pubsub_push_handler", None)
+        if setter is not None:
+            setter(_as_is)
         self._last_seen = asyncio.get_running_loop().time()
         self._spawn(self._read())
         self._spawn(self._beat())
@@ -209,6 +214,10 @@ class _Session:
         task = asyncio.get_running_loop().create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+
+async def _as_is(message: Any) -> Any:
+    return message
 
 
 def _done() -> asyncio.Future[None]:

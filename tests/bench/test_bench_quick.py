@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -17,10 +18,11 @@ from typing import Any
 
 import pytest
 
+from bench.pipeline import instructions_per_command
 from server.embedded_redis import find_redis_server
 
 ROOT = Path(__file__).resolve().parents[2]
-NAMES = ["throughput", "latency", "fanout", "replay", "memory", "scaling", "store"]
+NAMES = ["throughput", "latency", "fanout", "replay", "memory", "scaling", "store", "pipeline"]
 PARALLEL = 3
 TIMEOUT = 150.0
 
@@ -162,6 +164,22 @@ def test_scaling(results: dict[str, dict[str, Any]]) -> None:
     cost = result["command_cost"]
     assert _positive(cost["new"]["decide_us_median"]) and _positive(cost["long"]["decide_us_median"])
     assert cost["long"]["events"] > cost["new"]["events"]
+
+
+def test_pipeline(results: dict[str, dict[str, Any]]) -> None:
+    result = results["pipeline"]
+    _common(result, "pipeline")
+    summary = result["summary"]
+    assert _positive(summary["ours_us_per_command"]) and _positive(summary["minimal_work_us_per_command"])
+    # Every command was accepted and its frame reached each of its game's 8 followers, once.
+    assert summary["frames_written_per_command"] == 8.0
+
+
+def test_pipeline_counts_instructions_per_command_under_callgrind() -> None:
+    if shutil.which("valgrind") is None:
+        pytest.skip("valgrind is not installed (Debian: apt-get install valgrind)")
+    counted = instructions_per_command(2, 20)
+    assert counted is not None and counted > 10_000  # a command is tens of thousands of instructions at least
 
 
 def test_store(results: dict[str, dict[str, Any]]) -> None:

@@ -305,3 +305,23 @@ async def xranges(store: RedisEventStore) -> int:
 async def blocked_clients(store: RedisEventStore) -> int:
     info = await bounded(store.client.info("clients"))
     return int(info["blocked_clients"])
+
+
+async def test_an_append_notice_is_read_without_being_formatted_for_a_debug_line(
+    redis_store: RedisEventStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    # redis-py's default push handler logs str(message) at debug for every notice it reads; ours reads
+    # them as they are. With that logger at debug, a notice read by the default handler would show.
+    game_id = new_id()
+    await bounded(redis_store.create(game_id, b"1", {}))
+    tail = redis_store.tail(game_id, 1)
+    try:
+        waiting = asyncio.ensure_future(anext(tail))
+        await asyncio.sleep(0.1)  # subscribed
+        with caplog.at_level("DEBUG", logger="push_response"):
+            await bounded(redis_store.append(game_id, 1, [b"2"], "cmd-1"))
+            batch = await bounded(waiting)
+        assert [record.version for record in batch] == [2]
+        assert not [r for r in caplog.records if r.name == "push_response"]
+    finally:
+        await bounded(tail.aclose())

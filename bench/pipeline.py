@@ -1,0 +1,190 @@
+"""Pipeline: the CPU of the server's command path without sockets, against the minimal pipeline's own work.
+
+Ours: `GameService.handle` on the in-memory store, group commit, the hub and 8 followers per game whose
+outboxes write to nothing (the kernel's part of a socket write is not Python's), 20 games warmed to
+`--events` events each, commands round-robin over the games, one per turn of the loop (a round carries
+one command, as in open loop at moderate load). The baseline, in the same run: what the minimal pipeline
+does per command besides its Redis call and its sockets (decode the command, build and encode one
+envelope and its `events` frame, hand it to 8 writers). Process time per command, the best of
+`--rounds` rounds; `--callgrind` also counts ours' instructions per command under valgrind (two runs,
+with and without the measured commands: deterministic, whatever else the machine is doing).
+
+    python -m bench pipeline [--events 300] [--commands 2000] [--rounds 6] [--callgrind]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import re
+import shutil
+import subprocess
+import sys
+import time
+from typing import Any
+
+import msgspec
+
+from bench.common import ratio, say, write_result
+from bench.games import legal_placements, place
+from server.hub import Hub, Outbox, Subscriber
+from server.memory_store import MemoryEventStore
+from server.service import GameService
+
+GAMES = 20
+FOLLOWERS = 8
+
+
+class _Placed(msgspec.Struct):
+    type: str
+    id: str
+    token: dict[str, str]
+    space: str
+
+
+class _Envelope(msgspec.Struct):
+    game_id: str
+    version: int
+    at: str
+    command_id: str
+    seat: int
+    event: dict[str, Any]
+    prev: str
+
+
+class _Events(msgspec.Struct, tag="events", tag_field="type"):
+    envelopes: list[_Envelope]
+
+
+def _writer() -> tuple[list[int], Any]:
+    written = [0]
+
+    def write(text: str) -> bool:
+        written[0] += 1
+        return True
+
+    return written, write
+
+
+async def _nothing(*_: object) -> None:
+    return None
+
+
+async def _ours(events: int, commands: int, rounds: int) -> tuple[list[float], int]:
+    service = GameService(MemoryEventStore(), max_placements=10_000_000, max_live_games=1_000_000)
+    hub = Hub(service)
+    written, write = _writer()
+    games = [(await service.create(["A", "B", "C"])).game_id for _ in range(GAMES)]
+    for game_id in games:
+        await service.live(game_id)
+        for _ in range(FOLLOWERS):
+            outbox = Outbox(_nothing, _nothing, 100, write=write)
+            outbox.start()
+            hub.subscribers.setdefault(game_id, []).append(Subscriber(outbox=outbox))
+    pairs = legal_placements()
+    counter = itertools.count()
+
+    async def run(count: int) -> float:
+        started = time.process_time()
+        for k in range(count):
+            await service.handle(games[k % GAMES], place((k // GAMES) % 3, next(counter), pairs))
+            await asyncio.sleep(0)  # the next command comes in a later turn of the loop
+        return (time.process_time() - started) / max(1, count) * 1e6
+
+    await run(GAMES * events)
+    times = [await run(commands) for _ in range(rounds)]
+    return times, written[0]
+
+
+def _minimal(commands: int, rounds: int) -> list[float]:
+    decode = msgspec.json.Decoder(_Placed).decode
+    encode = msgspec.json.Encoder().encode
+    written, write = _writer()
+    text = '{"type":"place","id":"g1s0n1","token":{"kind":"performance","era":"baroque"},"space":"viola"}'
+    times = []
+    for _ in range(rounds):
+        started = time.process_time()
+        for version in range(commands):
+            command = decode(text)
+            event = {"type": "ChairClaimed", "seat": 0, "space": command.space, "token": command.token}
+            envelope = _Envelope("g1", version, "2026-11-30T00:00:00.000Z", command.id, 0, event, "0" * 64)
+            frame = encode(_Events([envelope])).decode()
+            for _ in range(FOLLOWERS):
+                write(frame)
+        times.append((time.process_time() - started) / commands * 1e6)
+    return times
+
+
+def instructions_per_command(events: int, commands: int) -> int | None:
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        return None
+
+    def collected(count: int) -> int:
+        child = [sys.executable, "-m", "bench.pipeline", "--child", str(events), str(count)]
+        done = subprocess.run(
+            [valgrind, "--tool=callgrind", "--callgrind-out-file=/dev/null", *child],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        found = re.search(r"Collected : (\d+)", done.stderr)
+        if found is None:
+            raise RuntimeError(f"no instruction count from callgrind: {done.stderr[-500:]}")
+        return int(found.group(1))
+
+    return (collected(commands) - collected(0)) // commands
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quick", action="store_true", help="CI size")
+    parser.add_argument("--events", type=int, default=300, help="events per game before measuring")
+    parser.add_argument("--commands", type=int, default=2000, help="commands per round")
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--callgrind", action="store_true", help="also count instructions per command")
+
+
+def main(args: argparse.Namespace, argv: list[str]) -> int:
+    import uvloop
+
+    events, commands, rounds = args.events, args.commands, args.rounds
+    if args.quick:
+        events, commands, rounds = 10, 100, 2
+    ours, frames = uvloop.run(_ours(events, commands, rounds))
+    minimal = _minimal(commands, rounds)
+    summary: dict[str, Any] = {
+        "events_per_game_before": events,
+        "ours_us_per_command": min(ours),
+        "minimal_work_us_per_command": min(minimal),
+        "ratio_ours_to_minimal_work": ratio(min(ours), min(minimal)),
+        "frames_written_per_command": frames / (GAMES * events + commands * rounds),
+    }
+    if args.callgrind:
+        summary["ours_instructions_per_command"] = instructions_per_command(events, min(commands, 1000))
+    say(
+        f"pipeline at {events} events: ours {min(ours):.1f} us per command, the minimal pipeline's own "
+        f"work {min(minimal):.1f} us ({summary['ratio_ours_to_minimal_work']:.1f}x)"
+    )
+    path = write_result(
+        "pipeline",
+        {"quick": args.quick, "summary": summary, "runs": {"ours_us": ours, "minimal_work_us": minimal}},
+        argv,
+    )
+    print(f"pipeline: wrote {path}")
+    return 0
+
+
+def _child(events: int, commands: int) -> None:
+    import uvloop
+
+    uvloop.run(_ours(events, commands, 1 if commands else 0))
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--child"]:
+        _child(int(sys.argv[2]), int(sys.argv[3]))
+    else:
+        from bench.__main__ import main as bench_main
+
+        raise SystemExit(bench_main(["pipeline", *sys.argv[1:]]))
