@@ -19,7 +19,6 @@ import msgspec
 
 from domain import Rejected, UnknownGame, decide, evolve
 from domain.messages import EndGame, Place
-from server import envelope
 from server.envelope import Envelope, Record
 from server.live import LiveGame
 from server.store import Appended, ConcurrencyConflict, StoreError, StoreUnavailable
@@ -49,12 +48,12 @@ class _Job:
 
 
 class _Planned:
-    """A decided command: the version it expects, and the envelopes to append."""
+    """A decided command: the version it expects, the envelopes to append, and the chain head after them."""
 
-    __slots__ = ("job", "expected", "items", "data")
+    __slots__ = ("job", "expected", "items", "data", "head")
 
-    def __init__(self, job: _Job, expected: int, items: list[Envelope], data: list[bytes]) -> None:
-        self.job, self.expected, self.items, self.data = job, expected, items, data
+    def __init__(self, job: _Job, expected: int, items: list[Envelope], data: list[bytes], head: str) -> None:
+        self.job, self.expected, self.items, self.data, self.head = job, expected, items, data, head
 
 
 class Committer:
@@ -157,19 +156,18 @@ class Committer:
             except Rejected as exc:
                 rejected.append((job, exc))
                 continue
-            items, data = self.service.envelopes(
+            items, data, head = self.service.envelopes(
                 game.game_id, version, head, job.command.id, job.command.seat, events
             )
-            planned.append(_Planned(job, version, items, data))
+            planned.append(_Planned(job, version, items, data, head))
             version += len(events)
-            head = envelope.chain_hash(data[-1])
             if job is not last:  # the next command of this game is decided on the state this one leaves
                 for event in events:  # one or two events: evolve, not fold (which copies the whole state)
                     state = evolve(state, event)
 
     async def _settle(self, planned: list[_Planned], results: list[Appended | StoreError]) -> set[str]:
         """Answer each planned command; requeue those whose game moved under them."""
-        accepted: dict[str, tuple[list[Record], list[Envelope]]] = {}
+        accepted: dict[str, tuple[list[Record], list[Envelope], list[str]]] = {}
         broken: set[str] = set()  # games where a command failed: later ones in the round were planned on sand
         stale: set[str] = set()
         for plan, result in zip(planned, results, strict=True):
@@ -181,9 +179,10 @@ class Committer:
                     self._retry(job)
                 continue
             if isinstance(result, Appended) and not result.duplicate:
-                records, items = accepted.setdefault(game_id, ([], []))
+                records, items, heads = accepted.setdefault(game_id, ([], [], []))
                 records += [Record(item.version, d) for item, d in zip(plan.items, plan.data, strict=True)]
                 items += plan.items
+                heads.append(plan.head)
                 _succeed(job, Outcome(result.last, plan.data))
                 continue
             broken.add(game_id)
@@ -198,10 +197,10 @@ class Committer:
                 self._retry(job)
             else:
                 _fail(job, result)
-        for game_id, (records, items) in accepted.items():
+        for game_id, (records, items, heads) in accepted.items():
             live = self.service.games.get(game_id)
             if live is not None:
-                live.ingest(records, items)  # one events frame per game per round
+                live.ingest(records, items, heads[-1])  # one events frame per game per round
         for game_id in stale:
             live = self.service.games.get(game_id)
             if live is not None:

@@ -127,8 +127,16 @@ class LiveGame:
             self._cached_bytes += len(encoded)
         return encoded
 
-    def ingest(self, records: Sequence[Record], decoded: Sequence[envelope.Envelope] | None = None) -> int:
+    def ingest(
+        self,
+        records: Sequence[Record],
+        decoded: Sequence[envelope.Envelope] | None = None,
+        head: str | None = None,
+    ) -> int:
         """Fold in the records not seen yet (older ones are skipped), then tell the listeners.
+
+        `decoded` and `head` (the chain hash of the last record), when the caller has them already, spare
+        decoding and hashing again.
 
         Returns the number of new records. Raises: GapError if a record skips a version.
         """
@@ -159,7 +167,7 @@ class LiveGame:
             space_id for space_id, space in board.view.spaces.items() if before.get(space_id) is not space
         )
         self.board, self.last_at = board, last_at
-        self.head = envelope.chain_hash(fresh[-1].data)
+        self.head = envelope.chain_hash(fresh[-1].data) if head is None else head
         for listener in self.listeners:
             listener(self, fresh)
         return len(fresh)

@@ -95,7 +95,7 @@ class GameService:
         watch = auth.new_token() if spectators == "token" else None
         if watch is not None:
             credentials[auth.WATCH] = auth.digest(watch)
-        _, data = self.envelopes(
+        _, data, _ = self.envelopes(
             game_id, 0, envelope.GENESIS, f"create:{auth.new_token()[:16]}", None, [event]
         )
         await self.store.create(game_id, data[0], credentials)
@@ -171,7 +171,8 @@ class GameService:
 
     def envelopes(
         self, game_id: str, version: int, head: str, command_id: str, seat: int | None, events: list[Event]
-    ) -> tuple[list[Envelope], list[bytes]]:
+    ) -> tuple[list[Envelope], list[bytes], str]:
+        """The events' envelopes, chained from `head`: as values, encoded, and the new chain head."""
         at = self.clock()
         items: list[Envelope] = []
         data: list[bytes] = []
@@ -189,4 +190,4 @@ class GameService:
             head = envelope.chain_hash(encoded)
             items.append(item)
             data.append(encoded)
-        return items, data
+        return items, data, head

@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Sequence
 
 from domain import Place, RepairToken
+from server import envelope
 from server.memory_store import MemoryEventStore
 from server.service import GameService
 from server.store import Appended, StoreError
@@ -74,3 +75,25 @@ async def test_settled_waits_for_the_running_round_only_not_for_every_later_one(
     assert game_id in service.committer.busy
     store.gate.set()
     await asyncio.wait_for(asyncio.gather(first, second), 1)
+
+
+async def test_a_round_leaves_each_game_at_the_chain_head_of_its_last_stored_envelope() -> None:
+    store = GatedStore()
+    service = GameService(store)
+    games = [(await service.create(["Ada", "Ben"])).game_id for _ in range(2)]
+    store.gate.clear()
+    commands = [
+        service.handle(game_id, Place(seat=seat, id=f"c-{seat}", token=RepairToken("winds"), space="oboe"))
+        for game_id in games
+        for seat in (0, 1)
+    ]
+    answers = [asyncio.ensure_future(command) for command in commands]
+    await asyncio.wait_for(store.entered.wait(), 1)
+    store.gate.set()  # all four commands in one round: two per game
+    await asyncio.wait_for(asyncio.gather(*answers), 1)
+    for game_id in games:
+        live = service.games[game_id]
+        stored = await store.read(game_id)
+        assert [record.version for record in stored] == [1, 2, 3]
+        assert live.head == envelope.chain_hash(stored[-1].data)
+        assert envelope.decode(stored[-1].data).prev == envelope.chain_hash(stored[-2].data)
