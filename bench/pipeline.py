@@ -7,7 +7,9 @@ one command, as in open loop at moderate load). The baseline, in the same run: w
 does per command besides its Redis call and its sockets (decode the command, build and encode one
 envelope and its `events` frame, hand it to 8 writers). Process time per command, the best of
 `--rounds` rounds; `--callgrind` also counts ours' instructions per command under valgrind (two runs,
-with and without the measured commands: deterministic, whatever else the machine is doing).
+with and without the measured commands: deterministic, whatever else the machine is doing). Also the
+Python cost of sending one 18.5 KB text frame through ASGI (uvicorn's send) and through the server's
+shared-frame writer (`server.ws_protocol`), the kernel's write left out.
 
     python -m bench pipeline [--events 300] [--commands 2000] [--rounds 6] [--callgrind]
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import itertools
 import re
 import shutil
@@ -25,6 +28,7 @@ import time
 from typing import Any
 
 import msgspec
+from uvicorn.server import ServerState as _State
 
 from bench.common import ratio, say, write_result
 from bench.games import legal_placements, place
@@ -116,6 +120,54 @@ def _minimal(commands: int, rounds: int) -> list[float]:
     return times
 
 
+async def _app(scope: Any, receive: Any, send: Any) -> None:
+    return None
+
+
+class _NoWire:
+    """A transport that takes every write and is never closing."""
+
+    def write(self, data: bytes) -> None:
+        return None
+
+    def is_closing(self) -> bool:
+        return False
+
+
+def frame_send_us(size: int = 18_500, count: int = 20_000) -> dict[str, float]:
+    """Python's cost of sending one text frame of `size` bytes: through ASGI (uvicorn's send) and through
+    the server's shared-frame writer, on an open connection whose transport takes everything."""
+    import uvicorn
+    from websockets.protocol import State
+
+    from server.ws_protocol import SharedFrameProtocol
+
+    async def measure() -> dict[str, float]:
+        config = uvicorn.Config(_app, ws=SharedFrameProtocol, ws_per_message_deflate=False, log_config=None)
+        config.load()
+        protocol = SharedFrameProtocol(config, _State(), {})
+        protocol.transport = _NoWire()  # type: ignore[assignment]
+        protocol.handshake_complete = True
+        protocol.conn.state = State.OPEN
+        text = "x" * size
+        message = {"type": "websocket.send", "text": text}
+        best: dict[str, float] = {"asgi": float("inf"), "shared": float("inf")}
+        for _ in range(5):
+            started = time.perf_counter()
+            for _ in range(count):
+                sending = protocol.send(message)  # type: ignore[arg-type]
+                with contextlib.suppress(StopIteration):
+                    sending.send(None)
+            best["asgi"] = min(best["asgi"], (time.perf_counter() - started) / count * 1e6)
+            started = time.perf_counter()
+            for _ in range(count):
+                protocol.write_text(text)
+            best["shared"] = min(best["shared"], (time.perf_counter() - started) / count * 1e6)
+        return best
+
+    return asyncio.run(measure())
+
+
 def instructions_per_command(events: int, commands: int) -> int | None:
     valgrind = shutil.which("valgrind")
     if valgrind is None:
@@ -160,6 +212,8 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         "ratio_ours_to_minimal_work": ratio(min(ours), min(minimal)),
         "frames_written_per_command": frames / (GAMES * events + commands * rounds),
     }
+    sends = frame_send_us(count=2_000 if args.quick else 20_000)
+    summary["frame_send_us"] = {**sends, "ratio_shared_to_asgi": ratio(sends["shared"], sends["asgi"])}
     if args.callgrind:
         summary["ours_instructions_per_command"] = instructions_per_command(events, min(commands, 1000))
     say(
