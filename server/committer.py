@@ -119,13 +119,9 @@ class Committer:
         self.busy.update(by_game)
         planned: list[_Planned] = []
         rejected: list[tuple[_Job, Rejected]] = []
-        games = self.service.games
         for game_id, game_jobs in by_game.items():
-            game = games.get(game_id)
-            if game is None:  # not held here yet: load it (a read)
-                game = await self.service.live(game_id)
-            else:
-                games.move_to_end(game_id)  # what `live` does for a held game: most recently used
+            # A held game without a coroutine: `live` (a read) only for one this node does not hold yet.
+            game = self.service.held(game_id) or await self.service.live(game_id)
             if game is None:
                 for job in game_jobs:
                     _fail(job, UnknownGame("no such game"))
@@ -167,7 +163,8 @@ class Committer:
 
     async def _settle(self, planned: list[_Planned], results: list[Appended | StoreError]) -> set[str]:
         """Answer each planned command; requeue those whose game moved under them."""
-        accepted: dict[str, tuple[list[Record], list[Envelope], list[str]]] = {}
+        accepted: dict[str, tuple[list[Record], list[Envelope]]] = {}
+        heads: dict[str, str] = {}  # each game's chain head after its last accepted command
         broken: set[str] = set()  # games where a command failed: later ones in the round were planned on sand
         stale: set[str] = set()
         for plan, result in zip(planned, results, strict=True):
@@ -179,10 +176,10 @@ class Committer:
                     self._retry(job)
                 continue
             if isinstance(result, Appended) and not result.duplicate:
-                records, items, heads = accepted.setdefault(game_id, ([], [], []))
+                records, items = accepted.setdefault(game_id, ([], []))
                 records += [Record(item.version, d) for item, d in zip(plan.items, plan.data, strict=True)]
                 items += plan.items
-                heads.append(plan.head)
+                heads[game_id] = plan.head
                 _succeed(job, Outcome(result.last, plan.data))
                 continue
             broken.add(game_id)
@@ -197,10 +194,10 @@ class Committer:
                 self._retry(job)
             else:
                 _fail(job, result)
-        for game_id, (records, items, heads) in accepted.items():
+        for game_id, (records, items) in accepted.items():
             live = self.service.games.get(game_id)
             if live is not None:
-                live.ingest(records, items, heads[-1])  # one events frame per game per round
+                live.ingest(records, items, heads[game_id])  # one events frame per game per round
         for game_id in stale:
             live = self.service.games.get(game_id)
             if live is not None:

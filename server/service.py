@@ -111,7 +111,7 @@ class GameService:
         With `refresh`, first catch up with the stream (one read), so the answer is as current as the
         store. Raises: StoreUnavailable.
         """
-        game = self.games.get(game_id)
+        game = self.held(game_id)
         if game is None:
             game = LiveGame(game_id, self.view_cache_bytes)
             await self.catch_up(game)
@@ -120,12 +120,17 @@ class GameService:
             game = self.games.setdefault(game_id, game)
             game.listeners = self.listeners
             self._evict()
-        else:
+        elif refresh and not await self.catch_up(game):
+            # The stream is gone (the game was archived): forget it here too.
+            del self.games[game_id]
+            return None
+        return game
+
+    def held(self, game_id: str) -> LiveGame | None:
+        """The game if this node holds it (now its most recently used), without a read; else None."""
+        game = self.games.get(game_id)
+        if game is not None:
             self.games.move_to_end(game_id)
-            if refresh and not await self.catch_up(game):
-                # The stream is gone (the game was archived): forget it here too.
-                del self.games[game_id]
-                return None
         return game
 
     def _evict(self) -> None:

@@ -63,7 +63,8 @@ def test_the_same_text_is_framed_once_for_all_its_recipients() -> None:
     assert again is not first and again == first
 
 
-async def _answering(app: Callable[..., Any], compression: bool) -> AsyncIterator[str]:
+@contextlib.asynccontextmanager
+async def serving(app: Callable[..., Any], compression: bool) -> AsyncIterator[str]:
     config = uvicorn.Config(
         app,
         host="127.0.0.1",
@@ -84,9 +85,6 @@ async def _answering(app: Callable[..., Any], compression: bool) -> AsyncIterato
     finally:
         server.should_exit = True
         await asyncio.wait_for(serving, 10)
-
-
-serving = contextlib.asynccontextmanager(_answering)
 
 
 class Recorder:
