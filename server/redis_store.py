@@ -20,6 +20,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
 from server.envelope import Record
+from server.redis_line import ScriptLine
 from server.redis_notify import Notifier
 from server.redis_packing import use_hiredis_packing
 from server.redis_scripts import (
@@ -132,12 +133,15 @@ class RedisEventStore:
         *,
         block_ms: int = BLOCK_MS,
         timeout: float = COMMAND_TIMEOUT,
+        line: ScriptLine | None = None,
     ) -> None:
-        """Use `client` for commands and `tail_client` (its own pool) for blocking reads.
+        """Use `client` for commands and `tail_client` (its own pool) for blocking reads; appends go over
+        `line` when given (a standalone Redis; see server.redis_line), else over `client`.
 
         A blocking read that gets no answer within `block_ms` plus `timeout` counts as unavailable.
         """
         self._client = client
+        self._line = line
         self._tail_client = tail_client
         self._block_ms = block_ms
         self._timeout = timeout
@@ -175,6 +179,7 @@ class RedisEventStore:
         """
         if cluster is None:
             cluster = await _is_cluster(url, timeout)
+        line = None if cluster else ScriptLine.for_url(url, timeout)
         # Neither client has a socket timeout: `_boundary` bounds every call instead (see there). Without
         # one, redis-py also writes without asyncio.wait_for, which on Python 3.11 can swallow a
         # cancellation (cpython gh-86296) and hold a cancelled tail for a whole BLOCK.
@@ -183,6 +188,7 @@ class RedisEventStore:
             _connect(url, cluster, timeout, max_connections=TAIL_CONNECTIONS),
             block_ms=block_ms,
             timeout=timeout,
+            line=line,
         )
 
     @property
@@ -215,10 +221,14 @@ class RedisEventStore:
         """
         if not envelopes:
             raise ValueError("append needs at least one envelope")
+        keys = self._game_keys(game_id, commands_key(game_id))
+        args: list[bytes | str | int] = [expected, command_key, *envelopes]
         async with _boundary(self._timeout, game_id, expected):
-            first, last, duplicate = await self._append(
-                keys=self._game_keys(game_id, commands_key(game_id)), args=[expected, command_key, *envelopes]
-            )
+            if self._line is not None:
+                reply = await self._line.script(self._append.sha, APPEND, keys, args)
+            else:
+                reply = await self._append(keys=keys, args=args)
+        first, last, duplicate = reply
         return Appended(int(first), int(last), bool(duplicate))
 
     async def append_many(
@@ -270,7 +280,10 @@ class RedisEventStore:
             args += [expected, command_key, len(envelopes), *envelopes]
         try:
             async with _boundary(self._timeout):
-                replies = await self._append_many(keys=keys, args=args)
+                if self._line is not None:
+                    replies = await self._line.script(self._append_many.sha, APPEND_MANY, keys, args)
+                else:
+                    replies = await self._append_many(keys=keys, args=args)
         except StoreError as exc:
             return [exc for _ in batch]
         results: list[Appended | StoreError] = []
@@ -406,6 +419,8 @@ class RedisEventStore:
         """Release both connection pools."""
         if self._notifier is not None:
             await self._notifier.close()
+        if self._line is not None:
+            await self._line.close()
         await self._tail_client.aclose()
         await self._client.aclose()
 

@@ -1,0 +1,187 @@
+"""The store's own connection for append scripts on a standalone Redis: pipelined, replies in order.
+
+An append is every command's one store call, and redis-py's asyncio client spends more Python on a call
+than the rest of the round trip costs: a pool checkout and release, a retry wrapper, a health check, a
+stream reader and its waiter, response callbacks. Appends go over one connection with a protocol of its
+own instead: a call writes its command (packed by hiredis) and waits on a future; replies, parsed by
+hiredis as they arrive, resolve the waiting futures in the order the calls were written, so concurrent
+callers pipeline on the one connection and a reply can never reach the wrong caller. Everything else the
+store does (reads, tails, creates) stays on redis-py. TLS (`rediss://`) is left to redis-py entirely.
+
+Failures are redis-py's exceptions (`_boundary` in server.redis_store translates them): a lost connection
+fails every call waiting on it with ConnectionError, and the next call connects again. A call cut short
+(its timeout, a cancellation) closes the connection, as redis-py does, so a Redis that stopped answering
+is connected to afresh rather than waited on for ever.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+import hiredis
+from redis import exceptions as rx
+from redis._parsers.base import BaseParser
+from redis.asyncio.connection import SSLConnection, parse_url
+
+Arg = str | bytes | int
+
+
+class _Protocol(asyncio.Protocol):
+    """Writes commands, and hands each parsed reply to the oldest waiting call."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.waiting: deque[asyncio.Future[Any]] = deque()
+        self.lost = False
+        self._reader = hiredis.Reader()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        reader, waiting = self._reader, self.waiting
+        try:
+            reader.feed(data)
+            while (reply := reader.gets()) is not False:
+                if not waiting:
+                    raise hiredis.ProtocolError("a reply nobody asked for")
+                future = waiting.popleft()
+                if not future.done():  # a caller that gave up still takes its reply off the line
+                    future.set_result(reply)
+        except hiredis.ProtocolError:
+            self.abort()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
+        waiting, self.waiting = self.waiting, deque()
+        for future in waiting:
+            if not future.done():
+                future.set_exception(rx.ConnectionError(f"redis: connection lost ({exc or 'closed'})"))
+
+    def call(self, packed: bytes) -> asyncio.Future[Any]:
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        if self.lost or self.transport is None or self.transport.is_closing():
+            future.set_exception(rx.ConnectionError("redis: connection lost"))
+            return future
+        self.waiting.append(future)
+        self.transport.write(packed)
+        return future
+
+    def abort(self) -> None:
+        if self.transport is not None:
+            self.transport.abort()
+
+
+class ScriptLine:
+    """Runs Lua scripts by hash on one pipelined connection, loading a script the server lacks."""
+
+    def __init__(self, options: dict[str, Any], connect_timeout: float) -> None:
+        self._options, self._connect_timeout = options, connect_timeout
+        self._protocol: _Protocol | None = None
+        self._connecting: asyncio.Task[_Protocol] | None = None
+
+    @classmethod
+    def for_url(cls, url: str, connect_timeout: float) -> ScriptLine | None:
+        """A line to the Redis at redis:// or unix:// `url`; None for rediss:// (left to redis-py)."""
+        options = parse_url(url)
+        connection_class = options.get("connection_class")
+        if connection_class is not None and issubclass(connection_class, SSLConnection):
+            return None
+        return cls(dict(options), connect_timeout)
+
+    async def script(self, sha: str, source: str, keys: Sequence[Arg], args: Sequence[Arg]) -> Any:
+        """EVALSHA `sha` (EVAL `source` when Redis has not cached it), and its reply.
+
+        A connection found lost is made again and the call sent once more, as redis-py's single retry
+        does: the store's scripts are idempotent per command key, so a repeat returns the first outcome.
+        Raises: redis-py's exceptions (ResponseError and its kinds for error replies, ConnectionError).
+        """
+        call = ("EVALSHA", sha, len(keys), *keys, *args)
+        try:
+            reply = await self._call(call)
+        except rx.ConnectionError:
+            reply = await self._call(call)
+        if isinstance(reply, hiredis.ReplyError) and str(reply).startswith("NOSCRIPT"):
+            reply = await self._call(("EVAL", source, len(keys), *keys, *args))
+        return _checked(reply)
+
+    async def close(self) -> None:
+        """Close the connection (calls waiting on it fail)."""
+        if self._connecting is not None:
+            self._connecting.cancel()
+        protocol, self._protocol = self._protocol, None
+        if protocol is not None and protocol.transport is not None:
+            protocol.transport.close()
+
+    async def _call(self, command: Sequence[Arg]) -> Any:
+        protocol = self._protocol
+        if protocol is None or protocol.lost:
+            protocol = await self._connected()
+        try:
+            return await protocol.call(_pack(command))
+        except asyncio.CancelledError:
+            # Cut short (a timeout): Redis may never answer, and the calls behind this one would wait on
+            # it; start afresh.
+            protocol.abort()
+            raise
+
+    async def _connected(self) -> _Protocol:
+        # Concurrent first calls share one connection attempt.
+        if self._connecting is None or self._connecting.done():
+            self._connecting = asyncio.get_running_loop().create_task(self._connect())
+            # Its failure is every waiting caller's; a caller that gave up must not leave it unretrieved.
+            self._connecting.add_done_callback(_retrieved)
+        protocol = await asyncio.shield(self._connecting)
+        self._protocol = protocol
+        return protocol
+
+    async def _connect(self) -> _Protocol:
+        loop, options = asyncio.get_running_loop(), self._options
+        protocol = _Protocol()
+        try:
+            async with asyncio.timeout(self._connect_timeout):
+                if "path" in options:
+                    await loop.create_unix_connection(lambda: protocol, options["path"])
+                else:
+                    host, port = options.get("host", "localhost"), options.get("port", 6379)
+                    transport, _ = await loop.create_connection(lambda: protocol, host, port)
+                    sock = transport.get_extra_info("socket")
+                    if sock is not None:  # small writes go out at once, as redis-py's do
+                        with contextlib.suppress(OSError):
+                            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                password, username = options.get("password"), options.get("username")
+                if password is not None:
+                    auth = ("AUTH", username, password) if username else ("AUTH", password)
+                    _checked(await protocol.call(_pack(auth)))
+                if options.get("db"):
+                    _checked(await protocol.call(_pack(("SELECT", int(options["db"])))))
+        except (OSError, TimeoutError) as exc:
+            protocol.abort()
+            raise rx.ConnectionError(f"redis: cannot connect ({exc or 'timed out'})") from exc
+        except BaseException:
+            protocol.abort()
+            raise
+        return protocol
+
+
+def _pack(command: Sequence[Arg | None]) -> bytes:
+    packed: bytes = hiredis.pack_command(tuple(command))  # type: ignore[arg-type]
+    return packed
+
+
+def _retrieved(task: asyncio.Task[_Protocol]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
+def _checked(reply: Any) -> Any:
+    """The reply, or the exception redis-py raises for it when it is an error reply."""
+    if isinstance(reply, hiredis.ReplyError):
+        error: rx.RedisError = BaseParser.parse_error(str(reply))  # type: ignore[no-untyped-call]
+        raise error
+    return reply

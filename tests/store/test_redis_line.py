@@ -1,0 +1,232 @@
+"""The store's own append connection: pipelined calls answered in order, and every way it can fail."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import signal
+from pathlib import Path
+
+import pytest
+import redis.asyncio
+from redis import exceptions as rx
+from support.redis import RedisProcess, bounded, new_id
+
+from server.redis_line import ScriptLine, _Protocol
+from server.redis_scripts import APPEND, commands_key, events_key
+from server.redis_store import RedisEventStore
+from server.store import Appended, ConcurrencyConflict, StoreUnavailable
+
+pytestmark = pytest.mark.integration
+
+ECHO = "return {KEYS[1], ARGV[1]}"
+BOOM = "return redis.error_reply('boom')"
+
+
+def _sha(script: str) -> str:
+    return hashlib.sha1(script.encode()).hexdigest()
+
+
+ECHO_SHA = _sha(ECHO)
+
+
+async def _clients(url: str) -> int:
+    client = redis.asyncio.Redis.from_url(url)
+    try:
+        return len(await client.client_list())
+    finally:
+        await client.aclose()
+
+
+async def test_concurrent_calls_share_one_connection_and_each_gets_its_own_reply(redis_url: str) -> None:
+    line = ScriptLine.for_url(redis_url, 2.0)
+    assert line is not None
+    try:
+        before = await bounded(_clients(redis_url))
+        replies = await bounded(
+            asyncio.gather(*(line.script(ECHO_SHA, ECHO, [f"k{i}"], [i]) for i in range(200)))
+        )
+        assert replies == [[f"k{i}".encode(), str(i).encode()] for i in range(200)]
+        assert await bounded(_clients(redis_url)) == before + 1
+    finally:
+        await line.close()
+
+
+async def test_a_script_redis_does_not_hold_is_sent_whole(redis_url: str) -> None:
+    line = ScriptLine.for_url(redis_url, 2.0)
+    assert line is not None
+    admin = redis.asyncio.Redis.from_url(redis_url)
+    try:
+        await bounded(admin.script_flush())
+        assert await bounded(admin.script_exists(ECHO_SHA)) == [False]
+        assert await bounded(line.script(ECHO_SHA, ECHO, ["k"], ["v"])) == [b"k", b"v"]
+        assert await bounded(admin.script_exists(ECHO_SHA)) == [True]
+    finally:
+        await line.close()
+        await admin.aclose()
+
+
+async def test_error_replies_are_redis_pys_exceptions(redis_url: str) -> None:
+    line = ScriptLine.for_url(redis_url, 2.0)
+    assert line is not None
+    try:
+        with pytest.raises(rx.ResponseError, match="boom"):
+            await bounded(line.script(_sha(BOOM), BOOM, [], []))
+        # The line is still good after an error reply.
+        assert await bounded(line.script(ECHO_SHA, ECHO, ["k"], [1])) == [b"k", b"1"]
+    finally:
+        await line.close()
+
+
+async def test_a_password_and_a_database_in_the_url_are_used(tmp_path: Path) -> None:
+    server = RedisProcess(tmp_path / "auth").start()
+    admin = redis.asyncio.Redis.from_url(server.url)
+    try:
+        await bounded(admin.config_set("requirepass", "s3cret"))
+        host = server.url.removeprefix("redis://")
+        with_store = await bounded(RedisEventStore.from_url(f"redis://:s3cret@{host}/3", cluster=False))
+        try:
+            game_id = new_id()
+            await bounded(with_store.create(game_id, b"1", {}))
+            assert await bounded(with_store.append(game_id, 1, [b"2"], "c")) == Appended(2, 2, False)
+        finally:
+            await bounded(with_store.close())
+        checker = redis.asyncio.Redis.from_url(f"redis://:s3cret@{host}/3")
+        try:
+            assert await bounded(checker.xlen(events_key(game_id))) == 2
+        finally:
+            await checker.aclose()
+        wrong = ScriptLine.for_url(f"redis://:wrong@{host}/3", 2.0)
+        assert wrong is not None
+        with pytest.raises(rx.AuthenticationError):
+            await bounded(wrong.script(ECHO_SHA, ECHO, ["k"], [1]))
+        await wrong.close()
+    finally:
+        await admin.aclose()
+        server.stop()
+
+
+def test_tls_urls_are_left_to_redis_py() -> None:
+    assert ScriptLine.for_url("rediss://127.0.0.1:6380", 2.0) is None
+    assert ScriptLine.for_url("unix:///tmp/redis.sock", 2.0) is not None
+
+
+async def test_a_hung_redis_fails_appends_in_time_and_no_late_reply_reaches_a_later_call(
+    own_redis: RedisProcess,
+) -> None:
+    store = await bounded(RedisEventStore.from_url(own_redis.url, cluster=False, timeout=0.3))
+    try:
+        game_id = new_id()
+        await bounded(store.create(game_id, b"1", {}))
+        assert (await bounded(store.append(game_id, 1, [b"2"], "a"))).last == 2
+        assert own_redis.process is not None
+        os.kill(own_redis.process.pid, signal.SIGSTOP)
+        try:
+            calls = [store.append(game_id, 2, [b"3"], "b"), store.append(game_id, 2, [b"3"], "c")]
+            for outcome in await bounded(asyncio.gather(*calls, return_exceptions=True)):
+                assert isinstance(outcome, StoreUnavailable)
+        finally:
+            os.kill(own_redis.process.pid, signal.SIGCONT)
+        # Redis ran what it had read before it stopped, or not: either way each later call gets its own
+        # reply, never one of the calls that gave up.
+        version = await bounded(store.version(game_id))
+        assert version in (2, 3)
+        with pytest.raises(ConcurrencyConflict):
+            await bounded(store.append(game_id, version - 1, [b"x"], "d"))
+        assert await bounded(store.append(game_id, version, [b"4"], "e")) == Appended(
+            version + 1, version + 1, False
+        )
+        replies = await bounded(
+            store.append_many([(game_id, version + 1, [b"5"], "f"), (game_id, 0, [b"?"], "g")])
+        )
+        assert replies[0] == Appended(version + 2, version + 2, False)
+        assert isinstance(replies[1], ConcurrencyConflict)
+    finally:
+        await bounded(store.close())
+
+
+async def test_a_repeated_append_after_a_lost_connection_gives_the_first_outcome(
+    own_redis: RedisProcess,
+) -> None:
+    store = await bounded(RedisEventStore.from_url(own_redis.url, cluster=False))
+    admin = redis.asyncio.Redis.from_url(own_redis.url)
+    try:
+        game_id = new_id()
+        await bounded(store.create(game_id, b"1", {}))
+        assert (await bounded(store.append(game_id, 1, [b"2"], "a"))).last == 2
+        await bounded(admin.client_kill_filter(_type="normal", skipme=True))  # every client but this one
+        # The line finds its connection gone, connects again and sends once more.
+        assert await bounded(store.append(game_id, 2, [b"3"], "b")) == Appended(3, 3, False)
+        assert await bounded(store.append(game_id, 2, [b"3"], "b")) == Appended(3, 3, True)
+        assert await bounded(admin.hget(commands_key(game_id), "b")) == b"3 3"
+    finally:
+        await admin.aclose()
+        await bounded(store.close())
+
+
+async def test_the_append_script_runs_under_the_hash_redis_py_would_use(redis_url: str) -> None:
+    line = ScriptLine.for_url(redis_url, 2.0)
+    assert line is not None
+    admin = redis.asyncio.Redis.from_url(redis_url)
+    try:
+        sha = admin.register_script(APPEND).sha
+        assert sha == _sha(APPEND)
+        game_id = new_id()
+        keys = [events_key(game_id), commands_key(game_id)]
+        with pytest.raises(rx.ResponseError, match="NOGAME"):
+            await bounded(line.script(sha, APPEND, keys, [0, "c", b"x"]))
+        assert await bounded(admin.script_exists(sha)) == [True]
+    finally:
+        await line.close()
+        await admin.aclose()
+
+
+class _Wire:
+    def __init__(self) -> None:
+        self.written: list[bytes] = []
+        self.aborted = False
+
+    def write(self, data: bytes) -> None:
+        self.written.append(data)
+
+    def is_closing(self) -> bool:
+        return self.aborted
+
+    def abort(self) -> None:
+        self.aborted = True
+
+
+async def test_replies_split_anywhere_resolve_the_calls_in_order_and_a_stray_reply_drops_the_line() -> None:
+    protocol = _Protocol()
+    wire = _Wire()
+    protocol.connection_made(wire)  # type: ignore[arg-type]
+    first, second = protocol.call(b"A"), protocol.call(b"B")
+    data = b"*2\r\n$1\r\nx\r\n:7\r\n-ERR no\r\n"
+    for offset in range(len(data)):
+        protocol.data_received(data[offset : offset + 1])
+    assert first.result() == [b"x", 7]
+    assert str(second.result()) == "ERR no"
+    assert not wire.aborted
+    protocol.data_received(b":1\r\n")  # nobody asked for this one
+    assert wire.aborted
+    protocol.connection_lost(None)
+    late = protocol.call(b"C")
+    with pytest.raises(rx.ConnectionError):
+        late.result()
+
+
+async def test_the_stores_concurrent_appends_take_one_connection_not_one_each(redis_url: str) -> None:
+    store = await bounded(RedisEventStore.from_url(redis_url, cluster=False))
+    try:
+        games = [new_id() for _ in range(50)]
+        for game_id in games:  # one at a time: the pool keeps a single connection for these
+            await bounded(store.create(game_id, b"1", {}))
+        before = await bounded(_clients(redis_url))
+        outcomes = await bounded(
+            asyncio.gather(*(store.append(game_id, 1, [b"2"], "c") for game_id in games))
+        )
+        assert outcomes == [Appended(2, 2, False)] * 50
+        assert await bounded(_clients(redis_url)) == before + 1
+    finally:
+        await bounded(store.close())
