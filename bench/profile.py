@@ -5,6 +5,7 @@ spectators), or open loop at `--open-rate` commands/s; the server: ours, or `--s
 both can be profiled at the same offered load.
 
     python -m bench profile [--duration 15] [--rate 100] [--server minimal] [--open-rate 1150]
+                            [--view whole|patch|none]
 
 Writes bench/results/profile*.json (the top entries) and profile*.txt (py-spy's raw folded stacks:
 `flamegraph.pl profile.txt > profile.svg`, or speedscope, draws them). py-spy samples with
@@ -100,6 +101,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--server", choices=["ours", "minimal"], default="ours", help="profile this server (minimal.* files)"
     )
     parser.add_argument(
+        "--view",
+        choices=["whole", "patch", "none"],
+        default="whole",
+        help="what the clients' hello asks for in live frames (patch: writes *_patch.*)",
+    )
+    parser.add_argument(
         "--open-rate",
         type=float,
         default=0.0,
@@ -116,6 +123,8 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         name = name.replace("profile", "profile_minimal", 1)
     if args.open_rate > 0:
         name += "_open"
+    if args.view != "whole":
+        name += f"_{args.view}"
     raw_path = RESULTS / f"{name}.txt"
     config = LoadConfig(
         games=20,
@@ -126,6 +135,7 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         arrival="poisson",
         duration=duration,
         compression=not args.no_compression,
+        view={"whole": True, "patch": "patch", "none": False}[args.view],
     )
     with RedisServer() as redis, ServerProcess(args.server, redis.url) as server:
         config.url, config.server_pid, config.redis_pid = server.url, server.pid, redis.pid

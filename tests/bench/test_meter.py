@@ -66,3 +66,12 @@ def test_timed_part_does_not_parse_the_view(game: tuple[str, list[bytes], bytes,
     assert timed_part(broken) == full_decode(good)
     with pytest.raises(msgspec.DecodeError):
         full_decode(broken)
+
+
+def test_timed_part_does_not_parse_a_view_patch(game: tuple[str, list[bytes], bytes, bytes]) -> None:
+    _, datas, _, patch = game
+    good = wire.encode(wire.PatchFrame([msgspec.Raw(datas[-1])], msgspec.Raw(patch)))
+    broken = good[: good.index(b',"view_patch":')] + b',"view_patch":{"spaces":[}'
+    assert timed_part(broken) == full_decode(good)
+    with pytest.raises(msgspec.DecodeError):
+        full_decode(broken)
