@@ -27,6 +27,8 @@ from typing import Any
 from bench.common import RESULTS, RedisServer, ServerProcess, raise_nofile, say, write_result
 from bench.load import LoadConfig, brief, run
 
+# The hello's "view" for each --view choice.
+VIEWS: dict[str, bool | str] = {"whole": True, "patch": "patch", "none": False}
 _FRAME = re.compile(r"^(?P<function>.*) \((?P<file>[^()]*?)(?::(?P<line>\d+))?\)$")
 
 
@@ -135,7 +137,7 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         arrival="poisson",
         duration=duration,
         compression=not args.no_compression,
-        view={"whole": True, "patch": "patch", "none": False}[args.view],
+        view=VIEWS[args.view],
     )
     with RedisServer() as redis, ServerProcess(args.server, redis.url) as server:
         config.url, config.server_pid, config.redis_pid = server.url, server.pid, redis.pid

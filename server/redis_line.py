@@ -94,20 +94,26 @@ class ScriptLine:
             return None
         return cls(dict(options), connect_timeout)
 
-    async def script(self, sha: str, source: str, keys: Sequence[Arg], args: Sequence[Arg]) -> Any:
-        """EVALSHA `sha` (EVAL `source` when Redis has not cached it), and its reply.
+    async def script(
+        self, sha: str, source: str, keys: Sequence[Arg], args: Sequence[Arg], timeout: float
+    ) -> Any:
+        """EVALSHA `sha` (EVAL `source` when Redis has not cached it), and its reply, within `timeout` s.
 
         A connection found lost is made again and the call sent once more, as redis-py's single retry
         does: the store's scripts are idempotent per command key, so a repeat returns the first outcome.
-        Raises: redis-py's exceptions (ResponseError and its kinds for error replies, ConnectionError).
+        The bound is a timer on the call's future, not `asyncio.timeout` (a context manager and a task
+        lookup per call, some 4 us): on expiry the call fails and the connection is dropped.
+        Raises: redis-py's exceptions (ResponseError and its kinds for error replies, ConnectionError,
+        TimeoutError).
         """
+        bound = _Bound(asyncio.get_running_loop(), timeout)
         call = ("EVALSHA", sha, len(keys), *keys, *args)
         try:
-            reply = await self._call(call)
+            reply = await self._call(call, bound)
         except rx.ConnectionError:
-            reply = await self._call(call)
+            reply = await self._call(call, bound)
         if isinstance(reply, hiredis.ReplyError) and str(reply).startswith("NOSCRIPT"):
-            reply = await self._call(("EVAL", source, len(keys), *keys, *args))
+            reply = await self._call(("EVAL", source, len(keys), *keys, *args), bound)
         return _checked(reply)
 
     async def close(self) -> None:
@@ -118,25 +124,34 @@ class ScriptLine:
         if protocol is not None and protocol.transport is not None:
             protocol.transport.close()
 
-    async def _call(self, command: Sequence[Arg]) -> Any:
+    async def _call(self, command: Sequence[Arg], bound: _Bound) -> Any:
         protocol = self._protocol
         if protocol is None or protocol.lost:
-            protocol = await self._connected()
+            protocol = await self._connected(bound)
+        future = protocol.call(_pack(command))
+        timer = bound.loop.call_at(bound.deadline, _expire, future, protocol, bound.timeout)
         try:
-            return await protocol.call(_pack(command))
+            return await future
         except asyncio.CancelledError:
-            # Cut short (a timeout): Redis may never answer, and the calls behind this one would wait on
+            # Cut short by the caller: Redis may never answer, and the calls behind this one would wait on
             # it; start afresh.
             protocol.abort()
             raise
+        finally:
+            timer.cancel()
 
-    async def _connected(self) -> _Protocol:
+    async def _connected(self, bound: _Bound) -> _Protocol:
         # Concurrent first calls share one connection attempt.
         if self._connecting is None or self._connecting.done():
-            self._connecting = asyncio.get_running_loop().create_task(self._connect())
+            self._connecting = bound.loop.create_task(self._connect())
             # Its failure is every waiting caller's; a caller that gave up must not leave it unretrieved.
             self._connecting.add_done_callback(_retrieved)
-        protocol = await asyncio.shield(self._connecting)
+        try:
+            protocol = await asyncio.wait_for(
+                asyncio.shield(self._connecting), max(0.0, bound.deadline - bound.loop.time())
+            )
+        except TimeoutError:
+            raise rx.TimeoutError(f"no answer within {bound.timeout} s") from None
         self._protocol = protocol
         return protocol
 
@@ -167,6 +182,22 @@ class ScriptLine:
             protocol.abort()
             raise
         return protocol
+
+
+class _Bound:
+    """One call's deadline on the loop's clock."""
+
+    __slots__ = ("loop", "timeout", "deadline")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, timeout: float) -> None:
+        self.loop, self.timeout, self.deadline = loop, timeout, loop.time() + timeout
+
+
+def _expire(future: asyncio.Future[Any], protocol: _Protocol, timeout: float) -> None:
+    if not future.done():
+        future.set_exception(rx.TimeoutError(f"no answer within {timeout} s"))
+        # Redis stopped answering: the calls behind this one would wait on it too; start afresh.
+        protocol.abort()
 
 
 def _pack(command: Sequence[Arg | None]) -> bytes:

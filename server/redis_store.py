@@ -223,10 +223,14 @@ class RedisEventStore:
             raise ValueError("append needs at least one envelope")
         keys = self._game_keys(game_id, commands_key(game_id))
         args: list[bytes | str | int] = [expected, command_key, *envelopes]
-        async with _boundary(self._timeout, game_id, expected):
-            if self._line is not None:
-                reply = await self._line.script(self._append.sha, APPEND, keys, args)
-            else:
+        if self._line is not None:
+            # The line bounds its own calls (a timer, cheaper than `_boundary`'s context manager).
+            try:
+                reply = await self._line.script(self._append.sha, APPEND, keys, args, self._timeout)
+            except _DRIVER_ERRORS as exc:
+                raise _translate(exc, game_id, expected) from exc
+        else:
+            async with _boundary(self._timeout, game_id, expected):
                 reply = await self._append(keys=keys, args=args)
         first, last, duplicate = reply
         return Appended(int(first), int(last), bool(duplicate))
@@ -279,11 +283,15 @@ class RedisEventStore:
             keys += [events_key(game_id), commands_key(game_id), appended_channel(game_id, self._db)]
             args += [expected, command_key, len(envelopes), *envelopes]
         try:
-            async with _boundary(self._timeout):
-                if self._line is not None:
-                    replies = await self._line.script(self._append_many.sha, APPEND_MANY, keys, args)
-                else:
+            if self._line is not None:
+                replies = await self._line.script(
+                    self._append_many.sha, APPEND_MANY, keys, args, self._timeout
+                )
+            else:
+                async with _boundary(self._timeout):
                     replies = await self._append_many(keys=keys, args=args)
+        except _DRIVER_ERRORS as exc:
+            return [_translate(exc) for _ in batch]
         except StoreError as exc:
             return [exc for _ in batch]
         results: list[Appended | StoreError] = []

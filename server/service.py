@@ -7,6 +7,7 @@ so two nodes sharing one Redis never lose or duplicate a command.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -140,12 +141,13 @@ class GameService:
             if not self.pinned(game_id) and game_id not in self.committer.busy:
                 del self.games[game_id]
 
-    async def handle(self, game_id: str, command: Place | EndGame) -> Outcome:
-        """Decide and append one command, or return the first outcome of its id (group-committed).
+    def handle(self, game_id: str, command: Place | EndGame) -> asyncio.Future[Outcome]:
+        """Decide and append one command, or give the first outcome of its id (group-committed).
 
-        Raises: Rejected, StoreUnavailable.
+        The future (not a coroutine: one object less per command) gets the Outcome, or Rejected /
+        StoreUnavailable.
         """
-        return await self.committer.submit(game_id, command)
+        return self.committer.submit(game_id, command)
 
     async def history(self, game_id: str, after: int = 0, until: int | None = None) -> list[Record]:
         """Stored records after+1..until. Raises: StoreUnavailable."""

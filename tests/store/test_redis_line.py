@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 import os
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -45,7 +46,7 @@ async def test_concurrent_calls_share_one_connection_and_each_gets_its_own_reply
     try:
         before = await bounded(_clients(redis_url))
         replies = await bounded(
-            asyncio.gather(*(line.script(ECHO_SHA, ECHO, [f"k{i}"], [i]) for i in range(200)))
+            asyncio.gather(*(line.script(ECHO_SHA, ECHO, [f"k{i}"], [i], 2.0) for i in range(200)))
         )
         assert replies == [[f"k{i}".encode(), str(i).encode()] for i in range(200)]
         assert await bounded(_clients(redis_url)) == before + 1
@@ -60,7 +61,7 @@ async def test_a_script_redis_does_not_hold_is_sent_whole(redis_url: str) -> Non
     try:
         await bounded(admin.script_flush())
         assert await bounded(admin.script_exists(ECHO_SHA)) == [False]
-        assert await bounded(line.script(ECHO_SHA, ECHO, ["k"], ["v"])) == [b"k", b"v"]
+        assert await bounded(line.script(ECHO_SHA, ECHO, ["k"], ["v"], 2.0)) == [b"k", b"v"]
         assert await bounded(admin.script_exists(ECHO_SHA)) == [True]
     finally:
         await line.close()
@@ -72,9 +73,9 @@ async def test_error_replies_are_redis_pys_exceptions(redis_url: str) -> None:
     assert line is not None
     try:
         with pytest.raises(rx.ResponseError, match="boom"):
-            await bounded(line.script(_sha(BOOM), BOOM, [], []))
+            await bounded(line.script(_sha(BOOM), BOOM, [], [], 2.0))
         # The line is still good after an error reply.
-        assert await bounded(line.script(ECHO_SHA, ECHO, ["k"], [1])) == [b"k", b"1"]
+        assert await bounded(line.script(ECHO_SHA, ECHO, ["k"], [1], 2.0)) == [b"k", b"1"]
     finally:
         await line.close()
 
@@ -100,7 +101,7 @@ async def test_a_password_and_a_database_in_the_url_are_used(tmp_path: Path) -> 
         wrong = ScriptLine.for_url(f"redis://:wrong@{host}/3", 2.0)
         assert wrong is not None
         with pytest.raises(rx.AuthenticationError):
-            await bounded(wrong.script(ECHO_SHA, ECHO, ["k"], [1]))
+            await bounded(wrong.script(ECHO_SHA, ECHO, ["k"], [1], 2.0))
         await wrong.close()
     finally:
         await admin.aclose()
@@ -124,8 +125,11 @@ async def test_a_hung_redis_fails_appends_in_time_and_no_late_reply_reaches_a_la
         os.kill(own_redis.process.pid, signal.SIGSTOP)
         try:
             calls = [store.append(game_id, 2, [b"3"], "b"), store.append(game_id, 2, [b"3"], "c")]
+            started = time.monotonic()
             for outcome in await bounded(asyncio.gather(*calls, return_exceptions=True)):
                 assert isinstance(outcome, StoreUnavailable)
+                assert "no answer within 0.3 s" in str(outcome)
+            assert time.monotonic() - started < 1.0
         finally:
             os.kill(own_redis.process.pid, signal.SIGCONT)
         # Redis ran what it had read before it stopped, or not: either way each later call gets its own
@@ -175,7 +179,7 @@ async def test_the_append_script_runs_under_the_hash_redis_py_would_use(redis_ur
         game_id = new_id()
         keys = [events_key(game_id), commands_key(game_id)]
         with pytest.raises(rx.ResponseError, match="NOGAME"):
-            await bounded(line.script(sha, APPEND, keys, [0, "c", b"x"]))
+            await bounded(line.script(sha, APPEND, keys, [0, "c", b"x"], 2.0))
         assert await bounded(admin.script_exists(sha)) == [True]
     finally:
         await line.close()

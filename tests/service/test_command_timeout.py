@@ -1,0 +1,71 @@
+"""A command the node cannot settle in time is answered `unavailable` at the command timeout, and a late
+outcome changes nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from types import SimpleNamespace
+from typing import Any
+
+import msgspec
+
+from server import ws
+from server.committer import Outcome
+from server.metrics import Metrics
+from server.wire import decode_frame
+
+
+class _Outbox:
+    def __init__(self) -> None:
+        self.frames: list[dict[str, Any]] = []
+
+    def put(self, text: str) -> None:
+        self.frames.append(msgspec.json.decode(text))
+
+
+class _StuckService:
+    """A service whose commands are taken and never settled (a round waiting on its store)."""
+
+    def __init__(self) -> None:
+        self.pending: list[asyncio.Future[Outcome]] = []
+
+    def handle(self, game_id: str, command: object) -> asyncio.Future[Outcome]:
+        future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+        self.pending.append(future)
+        return future
+
+
+async def test_a_command_not_settled_in_time_is_answered_unavailable_at_the_timeout() -> None:
+    service = _StuckService()
+    ctx = SimpleNamespace(settings=SimpleNamespace(command_timeout=0.2), service=service, metrics=Metrics())
+    game = SimpleNamespace(game_id="g1", version=7)
+    frame = decode_frame(
+        '{"type":"place","id":"c-1","token":{"kind":"performance","era":"baroque"},"space":"viola"}'
+    )
+    outbox = _Outbox()
+    started = time.monotonic()
+    await asyncio.wait_for(ws._command(ctx, game, frame, 0, outbox), 2)  # type: ignore[arg-type]
+    elapsed = time.monotonic() - started
+    assert 0.15 < elapsed < 1.0
+    assert [(f["type"], f["id"], f["code"]) for f in outbox.frames] == [("rejected", "c-1", "unavailable")]
+    # The round settling later finds its caller gone: nothing more is answered.
+    (pending,) = service.pending
+    assert pending.done()
+    assert not pending.cancelled() and isinstance(pending.exception(), TimeoutError)
+    await asyncio.sleep(0)
+    assert len(outbox.frames) == 1
+
+
+async def test_a_command_settled_in_time_is_accepted_and_its_timer_is_gone() -> None:
+    service = _StuckService()
+    ctx = SimpleNamespace(settings=SimpleNamespace(command_timeout=0.2), service=service, metrics=Metrics())
+    game = SimpleNamespace(game_id="g1", version=7)
+    frame = decode_frame('{"type":"end_game","id":"c-2"}')
+    outbox = _Outbox()
+    task = asyncio.ensure_future(ws._command(ctx, game, frame, 0, outbox))  # type: ignore[arg-type]
+    await asyncio.sleep(0.01)
+    service.pending[0].set_result(Outcome(8, [b'{"version":8}']))
+    await asyncio.wait_for(task, 1)
+    await asyncio.sleep(0.3)  # past the timeout: the timer was cancelled, nothing else is answered
+    assert [(f["type"], f["id"], f["version"]) for f in outbox.frames] == [("accepted", "c-2", 8)]
