@@ -257,7 +257,9 @@ class Hub:
     async def _tail(self, game: LiveGame) -> None:
         store = self.service.store
         while True:
-            stream = store.tail(game.game_id, game.version, known=partial(self._known, game))
+            stream = store.tail(
+                game.game_id, game.version, known=partial(self._known, game), held=lambda: game.version
+            )
             try:
                 async for records in stream:
                     try:

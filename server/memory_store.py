@@ -10,7 +10,7 @@ import asyncio
 from collections.abc import AsyncIterator, Mapping, Sequence
 
 from server.envelope import Record
-from server.store import Appended, ConcurrencyConflict, GameExists, GameNotFound, Known, StoreError
+from server.store import Appended, ConcurrencyConflict, GameExists, GameNotFound, Held, Known, StoreError
 
 
 class _Game:
@@ -91,10 +91,12 @@ class MemoryEventStore:
         start = max(after, 0)
         return [Record(version, game.envelopes[version - 1]) for version in range(start + 1, stop + 1)]
 
-    async def tail(self, game_id: str, after: int, known: Known | None = None) -> AsyncIterator[list[Record]]:
+    async def tail(
+        self, game_id: str, after: int, known: Known | None = None, held: Held | None = None
+    ) -> AsyncIterator[list[Record]]:
         """Live batches of records after `after`, in order, without gap or duplicate, until cancelled.
 
-        `known` is not needed here: a batch in memory costs no round trip.
+        `known` and `held` are not needed here: a batch in memory costs no round trip.
         """
         last = after
 

@@ -39,6 +39,7 @@ from server.store import (
     ConcurrencyConflict,
     GameExists,
     GameNotFound,
+    Held,
     Known,
     StoreError,
     StoreUnavailable,
@@ -341,14 +342,17 @@ class RedisEventStore:
             keys.append(appended_channel(game_id, self._db))
         return keys
 
-    async def tail(self, game_id: str, after: int, known: Known | None = None) -> AsyncIterator[list[Record]]:
+    async def tail(
+        self, game_id: str, after: int, known: Known | None = None, held: Held | None = None
+    ) -> AsyncIterator[list[Record]]:
         """Live batches of records after `after`, in order, without gap or duplicate, until cancelled.
 
-        With `known`, versions up to what it returns are not read again (the caller has them already).
+        With `known`, versions up to what it returns are not read again (the caller has them already);
+        with `held`, a notice of a version up to what it returns wakes nothing (standalone Redis).
         Raises: StoreUnavailable (from the iterator; resume with a new tail after the last version).
         """
         if self._notifier is not None:
-            async for batch in self._notified(game_id, after, known, self._notifier):
+            async for batch in self._notified(game_id, after, known, held, self._notifier):
                 yield batch
             return
         key = events_key(game_id)
@@ -365,10 +369,10 @@ class RedisEventStore:
             yield batch
 
     async def _notified(
-        self, game_id: str, after: int, known: Known | None, notifier: Notifier
+        self, game_id: str, after: int, known: Known | None, held: Held | None, notifier: Notifier
     ) -> AsyncIterator[list[Record]]:
         # Subscribed (and confirmed) before the first read: every later append is in a notice.
-        watch = await notifier.watch(appended_channel(game_id, self._db).encode())
+        watch = await notifier.watch(appended_channel(game_id, self._db).encode(), held)
         try:
             last = after
             latest: int | None = None  # None: the first read, of what came before the subscription

@@ -231,6 +231,43 @@ async def test_a_notice_of_a_version_the_caller_holds_costs_no_read(own_redis: R
             await asyncio.gather(task, return_exceptions=True)
 
 
+async def test_a_notice_of_a_version_the_caller_already_holds_wakes_nothing(own_redis: RedisProcess) -> None:
+    async with opened(own_redis.url) as store:
+        game_id = new_id()
+        await bounded(store.create(game_id, b"1", {}))
+        held = 1
+        asked = 0  # how often the tail woke and asked for the caller's settled version
+
+        async def known() -> int:
+            nonlocal asked
+            asked += 1
+            return held
+
+        batches: asyncio.Queue[list[Record]] = asyncio.Queue()
+
+        async def follow() -> None:
+            async for batch in store.tail(game_id, 1, known=known, held=lambda: held):
+                batches.put_nowait(batch)
+
+        task = asyncio.create_task(follow())
+        try:
+            await asyncio.sleep(0.2)
+            woken = asked
+            for version in range(2, 12):  # the caller's own appends, folded in before their notices come
+                held = version
+                await bounded(store.append(game_id, version - 1, [str(version).encode()], f"own-{version}"))
+                await asyncio.sleep(0.02)
+            assert asked == woken
+            assert batches.empty()
+            # Someone else's append: it wakes the tail, which reads it.
+            await bounded(store.append(game_id, 11, [b"12"], "other"))
+            assert await bounded(batches.get(), 3) == [Record(12, b"12")]
+            assert asked > woken
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
 async def test_notices_stay_within_their_database(own_redis: RedisProcess) -> None:
     # Channels are shared by every database of a Redis: deployments on databases 0 and 1 must not wake
     # each other's tails, even for the same game id.
