@@ -27,10 +27,11 @@ from server.wire import EventsFrame, HistoryFrame, PatchFrame, ViewMode, encode
 
 log = logging.getLogger(__name__)
 
-Send = Callable[[str], Coroutine[Any, Any, None]]
+# Frames travel encoded (UTF-8 JSON text): a shared frame is never decoded, only written.
+Send = Callable[[bytes], Coroutine[Any, Any, None]]
 Close = Callable[[int, str], Awaitable[None]]
 # Writes a frame at once, bypassing ASGI, when the connection allows it; False when it does not.
-Write = Callable[[str], bool]
+Write = Callable[[bytes], bool]
 
 TOO_SLOW = 1013
 
@@ -59,19 +60,19 @@ class Outbox:
         self._send, self._close, self.limit = send, close, limit
         self._on_drop = on_drop
         self._write = write
-        self._queue: deque[str] = deque()
+        self._queue: deque[bytes] = deque()
         self._task: asyncio.Task[None] | None = None
         self.started = False
         self.closed = False
         self.dropped = False
 
-    def put(self, text: str) -> None:
-        """Write a frame now if nothing waits before it, else queue it (bounded)."""
+    def put(self, data: bytes) -> None:
+        """Write a frame (encoded text) now if nothing waits before it, else queue it (bounded)."""
         if self.closed:
             return
         if self.started and self._task is None and not self._queue:
-            if self._write is None or not self._write(text):
-                self._write_now(text)
+            if self._write is None or not self._write(data):
+                self._write_now(data)
             return
         if len(self._queue) >= self.limit:
             self.dropped = True
@@ -79,7 +80,7 @@ class Outbox:
                 self._on_drop()
             self.shut(TOO_SLOW, "too slow to read")
             return
-        self._queue.append(text)
+        self._queue.append(data)
         if self.started and self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._drain())
 
@@ -108,8 +109,8 @@ class Outbox:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
 
-    def _write_now(self, text: str) -> None:
-        sending = self._send(text)
+    def _write_now(self, data: bytes) -> None:
+        sending = self._send(data)
         try:
             waiting_on = sending.send(None)
         except StopIteration:
@@ -217,14 +218,14 @@ class Hub:
         if not followers:
             return
         envelopes = [msgspec.Raw(r.data) for r in records]
-        frames: dict[ViewMode, str] = {}
+        frames: dict[ViewMode, bytes] = {}
         for mode in {f.view for f in followers}:
             if mode == "patch":
-                frames[mode] = encode(PatchFrame(envelopes, msgspec.Raw(game.patch_json))).decode()
+                frames[mode] = encode(PatchFrame(envelopes, msgspec.Raw(game.patch_json)))
             elif mode:
-                frames[mode] = encode(EventsFrame(envelopes, msgspec.Raw(game.view_json))).decode()
+                frames[mode] = encode(EventsFrame(envelopes, msgspec.Raw(game.view_json)))
             else:
-                frames[mode] = encode(HistoryFrame(envelopes)).decode()
+                frames[mode] = encode(HistoryFrame(envelopes))
         # A copy: a connection subscribing before delivery already has this batch in its welcome.
         asyncio.get_running_loop().call_soon(_deliver, list(followers), frames)
 
@@ -284,6 +285,6 @@ class Hub:
                         await closing()
 
 
-def _deliver(followers: list[Subscriber], frames: dict[ViewMode, str]) -> None:
+def _deliver(followers: list[Subscriber], frames: dict[ViewMode, bytes]) -> None:
     for follower in followers:
         follower.outbox.put(frames[follower.view])

@@ -147,6 +147,6 @@ def readable_id(text: str | bytes) -> str | None:
     return found if isinstance(found, str) and len(found) <= 256 else None
 
 
-def rejected(id: str | None, code: str, message: str, version: int) -> str:
-    """A rejected frame as text; never fails, whatever the client put in the id or message."""
-    return encode(RejectedFrame(id=id, code=code, message=message, version=version)).decode()
+def rejected(id: str | None, code: str, message: str, version: int) -> bytes:
+    """A rejected frame, encoded; never fails, whatever the client put in the id or message."""
+    return encode(RejectedFrame(id=id, code=code, message=message, version=version))

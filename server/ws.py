@@ -58,11 +58,14 @@ class GameSocket:
         await game_socket(WebSocket(scope, receive=receive, send=send), send)
 
 
-def _text_sender(send: AsgiSend) -> Callable[[str], Coroutine[Any, Any, None]]:
-    """The outbox drives the send by hand, so it needs a coroutine, which ASGI servers' sends are."""
+def _text_sender(send: AsgiSend) -> Callable[[bytes], Coroutine[Any, Any, None]]:
+    """The outbox drives the send by hand, so it needs a coroutine, which ASGI servers' sends are.
 
-    def send_text(text: str) -> Coroutine[Any, Any, None]:
-        sending = send({"type": "websocket.send", "text": text})
+    Frames come encoded (UTF-8 JSON); ASGI takes text as `str`, so this path decodes them.
+    """
+
+    def send_text(data: bytes) -> Coroutine[Any, Any, None]:
+        sending = send({"type": "websocket.send", "text": data.decode()})
         return sending if isinstance(sending, Coroutine) else _awaited(sending)
 
     return send_text
@@ -72,7 +75,7 @@ async def _awaited(awaitable: Awaitable[None]) -> None:
     await awaitable
 
 
-def shared_writer(scope: Scope) -> Callable[[str], bool] | None:
+def shared_writer(scope: Scope) -> Callable[[bytes], bool] | None:
     """The server's direct writer of shared text frames, when it offers one (server.ws_protocol)."""
     offered = scope.get("extensions", {}).get(SHARED_TEXT)
     write = offered.get("write") if isinstance(offered, dict) else None
@@ -178,7 +181,7 @@ async def _welcome(
     since = hello.since
     if since > version:
         message = f"since {since} is past the game's version {version}; resuming from {version}"
-        await websocket.send_text(rejected(None, "bad_request", message, version))
+        await websocket.send_text(rejected(None, "bad_request", message, version).decode())
         return
     records = await ctx.service.history(game.game_id, since, version)
     for start in range(0, len(records), HISTORY_CHUNK):
@@ -260,7 +263,7 @@ async def _command(ctx: Context, game: LiveGame, frame: CommandFrame, seat: int,
     answer = Accepted(
         id=frame.id, version=outcome.version, events=[msgspec.Raw(d) for d in outcome.envelopes]
     )
-    outbox.put(encode(answer).decode())
+    outbox.put(encode(answer))
     ctx.metrics.accepted(elapsed)
     log.info(
         "command accepted",
@@ -280,7 +283,7 @@ def _size(text: str) -> int:
 
 async def _refuse(websocket: WebSocket, code: str, message: str, close_code: int) -> None:
     with contextlib.suppress(Exception):
-        await websocket.send_text(rejected(None, code, message, 0))
+        await websocket.send_text(rejected(None, code, message, 0).decode())
     await _close(websocket, close_code, message)
 
 

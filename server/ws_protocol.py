@@ -4,9 +4,11 @@ A game's every frame goes to each of its clients. Through ASGI, each send builds
 coroutines, encodes the text to UTF-8 again and serializes the frame again, copying a view of some 30 KB
 three times per client. Without compression, a server's text frame is the same bytes for every client
 (no mask, no per-connection state), so it is framed once and written to each transport as it is: what
-the websockets library's own `broadcast()` does.
+the websockets library's own `broadcast()` does. Frames come as the UTF-8 bytes msgspec encoded: the
+text is never decoded to `str` and encoded again on this path.
 
-The app finds the writer in its scope (`scope["extensions"][SHARED_TEXT]["write"]`). It writes only
+The app finds the writer in its scope (`scope["extensions"][SHARED_TEXT]["write"]`), which takes the
+frame's text as UTF-8 bytes (the caller vouches for the encoding). It writes only
 while the connection is open, not paused by a full buffer and not compressing, and says whether it did;
 otherwise the caller sends through ASGI as usual, which waits, refuses or compresses as it must.
 """
@@ -14,11 +16,11 @@ otherwise the caller sends through ASGI as usual, which waits, refuses or compre
 from __future__ import annotations
 
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
-from websockets.frames import Frame, Opcode
 from websockets.http11 import Request
 from websockets.protocol import State
 
 SHARED_TEXT = "orchestra.shared_text"
+_FIN_TEXT = 0x81  # FIN set, no reserved bits (no extension), opcode 1 (text)
 
 
 class _LastFrame:
@@ -27,24 +29,33 @@ class _LastFrame:
     __slots__ = ("pair",)
 
     def __init__(self) -> None:
-        # Not ("", ...): the empty string is one object, and it too must be framed.
-        self.pair: tuple[str | None, bytes] = (None, b"")
+        # Not (b"", ...): the empty bytes is one object, and it too must be framed.
+        self.pair: tuple[bytes | None, bytes] = (None, b"")
 
-    def framed(self, text: str) -> bytes:
+    def framed(self, data: bytes) -> bytes:
         pair = self.pair  # read once: one tuple, swapped whole
-        if pair[0] is text:
+        if pair[0] is data:
             return pair[1]
-        frame = Frame(Opcode.TEXT, text.encode()).serialize(mask=False)
-        self.pair = (text, frame)
+        # RFC 6455 section 5.2, for a server (no mask): the length in 7 bits, or 126 and 16 bits, or 127
+        # and 64 bits, big-endian.
+        size = len(data)
+        if size < 126:
+            header = bytes((_FIN_TEXT, size))
+        elif size < 1 << 16:
+            header = bytes((_FIN_TEXT, 126)) + size.to_bytes(2, "big")
+        else:
+            header = bytes((_FIN_TEXT, 127)) + size.to_bytes(8, "big")
+        frame = header + data
+        self.pair = (data, frame)
         return frame
 
 
 _last = _LastFrame()
 
 
-def framed(text: str) -> bytes:
-    """`text` as a server's unmasked, uncompressed, final text frame (the same bytes for every client)."""
-    return _last.framed(text)
+def framed(data: bytes) -> bytes:
+    """UTF-8 `data` as a server's unmasked, uncompressed, final text frame (the same for every client)."""
+    return _last.framed(data)
 
 
 class SharedFrameProtocol(WebSocketsSansIOProtocol):
@@ -55,8 +66,8 @@ class SharedFrameProtocol(WebSocketsSansIOProtocol):
         if self.response.status_code == 101:  # refused handshakes never reach the app
             self.scope["extensions"][SHARED_TEXT] = {"write": self.write_text}
 
-    def write_text(self, text: str) -> bool:
-        """Write `text` as one frame now if the connection is plainly open; False if it is not."""
+    def write_text(self, data: bytes) -> bool:
+        """Write UTF-8 text `data` as one frame now if the connection is plainly open; False if not."""
         conn = self.conn
         if (
             self.close_sent
@@ -68,5 +79,5 @@ class SharedFrameProtocol(WebSocketsSansIOProtocol):
             or self.transport.is_closing()
         ):
             return False
-        self.transport.write(_last.framed(text))
+        self.transport.write(_last.framed(data))
         return True

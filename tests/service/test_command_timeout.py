@@ -20,8 +20,8 @@ class _Outbox:
     def __init__(self) -> None:
         self.frames: list[dict[str, Any]] = []
 
-    def put(self, text: str) -> None:
-        self.frames.append(msgspec.json.decode(text))
+    def put(self, data: bytes) -> None:
+        self.frames.append(msgspec.json.decode(data))
 
 
 class _StuckService:

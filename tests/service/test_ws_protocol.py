@@ -49,18 +49,20 @@ def websockets_text_frame(text: str) -> bytes:
     st.text(max_size=300) | st.sampled_from(["a" * 125, "a" * 126, "b" * 65535, "c" * 65536, "é" * 70_000])
 )
 def test_a_frame_is_rfc6455s_unmasked_final_text_frame(text: str) -> None:
-    assert framed(text) == rfc6455_text_frame(text) == websockets_text_frame(text)
+    assert framed(text.encode()) == rfc6455_text_frame(text) == websockets_text_frame(text)
 
 
 def test_the_same_text_is_framed_once_for_all_its_recipients() -> None:
-    text = "x" * 30_000
-    first = framed(text)
-    assert framed(text) is first
-    other = framed("y" * 30_000)
+    data = b"x" * 30_000
+    first = framed(data)
+    assert framed(data) is first
+    other = framed(b"y" * 30_000)
     assert other is not first and other == rfc6455_text_frame("y" * 30_000)
     # Equal but not the same object (another batch): framed again, to the same bytes.
-    again = framed("".join(["x"] * 30_000))
+    again = framed(b"".join([b"x"] * 30_000))
     assert again is not first and again == first
+    # The empty frame, framed first of all, is not mistaken for "already framed".
+    assert framed(b"") == rfc6455_text_frame("")
 
 
 @contextlib.asynccontextmanager
@@ -91,7 +93,7 @@ class Recorder:
     """An ASGI app that accepts, then hands the scope's writer to the test."""
 
     def __init__(self) -> None:
-        self.ready: asyncio.Future[tuple[Callable[[str], bool] | None, Any]] = (
+        self.ready: asyncio.Future[tuple[Callable[[bytes], bool] | None, Any]] = (
             asyncio.get_running_loop().create_future()
         )
         self.disconnected = asyncio.Event()
@@ -112,7 +114,7 @@ async def test_frames_written_directly_reach_the_client_whole_and_in_order() -> 
         write, _ = await asyncio.wait_for(app.ready, 5)
         assert write is not None
         texts = ["{}", "a" * 125, "b" * 126, '{"view":"' + "é" * 40_000 + '"}', "c" * 70_000]
-        assert all(write(text) for text in texts)
+        assert all(write(text.encode()) for text in texts)
         assert [await asyncio.wait_for(ws.recv(), 5) for _ in texts] == texts
 
 
@@ -123,7 +125,7 @@ async def test_a_compressing_connection_is_left_to_asgi() -> None:
         write, send = await asyncio.wait_for(app.ready, 5)
         assert write is not None
         assert ws.protocol.extensions, "the client and server agreed on permessage-deflate"
-        assert write("plain") is False
+        assert write(b"plain") is False
         await send({"type": "websocket.send", "text": "compressed " * 100})
         assert await asyncio.wait_for(ws.recv(), 5) == "compressed " * 100
 
@@ -136,7 +138,7 @@ async def test_a_closed_connection_is_not_written() -> None:
             assert write is not None
         await asyncio.wait_for(app.disconnected.wait(), 5)
         assert ws.state is State.CLOSED
-        assert write("too late") is False
+        assert write(b"too late") is False
 
 
 async def test_a_full_buffer_is_not_written_past() -> None:
@@ -147,7 +149,7 @@ async def test_a_full_buffer_is_not_written_past() -> None:
         ws.transport.pause_reading()  # the client stops reading: the server's buffer fills
         chunk = "z" * (1 << 20)
         written = 0
-        while write(chunk):
+        while write(chunk.encode()):
             written += 1
             assert written < 1000, "the transport never paused writing"
         assert not write.__self__.writable.is_set()  # type: ignore[attr-defined]
@@ -157,16 +159,16 @@ async def test_a_full_buffer_is_not_written_past() -> None:
 
 
 async def test_the_outbox_writes_directly_and_falls_back_to_send_when_refused() -> None:
-    written: list[str] = []
-    sent: list[str] = []
+    written: list[bytes] = []
+    sent: list[bytes] = []
     allow = True
 
-    def write(text: str) -> bool:
+    def write(text: bytes) -> bool:
         if allow:
             written.append(text)
         return allow
 
-    async def send(text: str) -> None:
+    async def send(text: bytes) -> None:
         sent.append(text)
 
     async def close(code: int, reason: str) -> None:
@@ -174,7 +176,7 @@ async def test_the_outbox_writes_directly_and_falls_back_to_send_when_refused() 
 
     outbox = Outbox(send, close, limit=4, write=write)
     outbox.start()
-    outbox.put("a")
+    outbox.put(b"a")
     allow = False
-    outbox.put("b")
-    assert written == ["a"] and sent == ["b"]
+    outbox.put(b"b")
+    assert written == [b"a"] and sent == [b"b"]

@@ -15,7 +15,7 @@ async def test_a_coroutine_send_is_handed_over_as_it_is() -> None:
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
 
-    sending = _text_sender(send)('{"type":"events"}')
+    sending = _text_sender(send)(b'{"type":"events"}')
     assert inspect.iscoroutine(sending)
     await sending
     assert sent == [{"type": "websocket.send", "text": '{"type":"events"}'}]
@@ -29,8 +29,8 @@ async def test_a_send_returning_another_awaitable_is_wrapped_in_a_coroutine() ->
         sent.append(message)
         return done
 
-    sending = _text_sender(send)("x")
+    sending = _text_sender(send)("é".encode())
     assert inspect.iscoroutine(sending)
     done.set_result(None)
     await sending
-    assert sent == [{"type": "websocket.send", "text": "x"}]
+    assert sent == [{"type": "websocket.send", "text": "é"}]
