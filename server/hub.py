@@ -221,9 +221,9 @@ class Hub:
         frames: dict[ViewMode, bytes] = {}
         for mode in {f.view for f in followers}:
             if mode == "patch":
-                frames[mode] = encode(PatchFrame(envelopes, msgspec.Raw(game.patch_json)))
+                frames[mode] = encode(PatchFrame(envelopes, game.encoded_patch()))
             elif mode:
-                frames[mode] = encode(EventsFrame(envelopes, msgspec.Raw(game.view_json)))
+                frames[mode] = encode(EventsFrame(envelopes, game.encoded_view()))
             else:
                 frames[mode] = encode(HistoryFrame(envelopes))
         # A copy: a connection subscribing before delivery already has this batch in its welcome.

@@ -93,6 +93,11 @@ class LiveGame:
         The whole document is not kept: joining the cached spaces is a copy, and keeping it too would hold
         a long game's view twice in memory. The cached spaces stay within `SPACES_CACHE_BYTES`.
         """
+        return _encode(self.encoded_view())
+
+    def encoded_view(self) -> msgspec.Struct:
+        """The view at `version` as a struct of encoded spaces: encoding it gives `view_json`, and a frame
+        holding it encodes the view in its own pass."""
         view = self.board.view
         cache = self._spaces_json
         spaces: dict[str, msgspec.Raw] = {}
@@ -102,16 +107,18 @@ class LiveGame:
             spaces[space_id] = (
                 cached[1] if cached is not None and cached[0] is space else self._space_json(space_id, space)
             )
-        return _encode(
-            _EncodedView(view.game_id, view.version, view.ended, view.players, spaces, view.scores)
-        )
+        return _EncodedView(view.game_id, view.version, view.ended, view.players, spaces, view.scores)
 
     @property
     def patch_json(self) -> bytes:
         """What the last ingested batch changed in the view, encoded (protocol.md's `view_patch`)."""
+        return _encode(self.encoded_patch())
+
+    def encoded_patch(self) -> msgspec.Struct:
+        """`patch_json` as a struct of encoded spaces (see `encoded_view`)."""
         view = self.board.view
         spaces = {space_id: self._space_json(space_id, view.spaces[space_id]) for space_id in self.changed}
-        return _encode(_EncodedPatch(view.version, view.ended, spaces, view.scores))
+        return _EncodedPatch(view.version, view.ended, spaces, view.scores)
 
     def _space_json(self, space_id: str, space: object) -> msgspec.Raw:
         cache = self._spaces_json

@@ -103,7 +103,9 @@ class EventsFrame(msgspec.Struct, frozen=True, tag_field="type", tag="events"):
     """Envelopes of one or more consecutive commands, with the view after the last (live traffic)."""
 
     envelopes: list[msgspec.Raw]
-    view: msgspec.Raw
+    # Already encoded, or the live view's struct of encoded spaces (encoded in the frame's own pass: one
+    # copy of a view that grows with the game, not two).
+    view: msgspec.Raw | msgspec.Struct
 
 
 class PatchFrame(msgspec.Struct, frozen=True, tag_field="type", tag="events"):
@@ -114,7 +116,7 @@ class PatchFrame(msgspec.Struct, frozen=True, tag_field="type", tag="events"):
     """
 
     envelopes: list[msgspec.Raw]
-    view_patch: msgspec.Raw
+    view_patch: msgspec.Raw | msgspec.Struct
 
 
 class HistoryFrame(msgspec.Struct, frozen=True, tag_field="type", tag="events"):

@@ -14,6 +14,7 @@ from server.config import Settings
 from server.live import SPACES_CACHE_BYTES, GapError, LiveGame
 from server.memory_store import MemoryEventStore
 from server.service import GameService
+from server.wire import EventsFrame, PatchFrame, encode
 
 CHOICES = [
     (PerformanceToken("classical"), "viola"),
@@ -114,3 +115,17 @@ async def test_ingest_skips_what_it_has_seen_and_refuses_a_gap() -> None:
     assert live.view_json == msgspec.json.encode(
         project([envelope.decode(r.data).event for r in records]).view
     )
+
+
+async def test_a_frame_holding_the_view_struct_is_the_frame_holding_the_encoded_view() -> None:
+    # A small cache budget: most spaces are encoded for each frame, the rest come from the cache.
+    service = GameService(MemoryEventStore(), view_cache_bytes=2_000)
+    live = await _long_game(service, 200)
+    envelopes = [msgspec.Raw(b'{"version":1}'), msgspec.Raw(b'{"version":2}')]
+    for _ in range(2):  # and again, with whatever the first pass cached
+        assert encode(EventsFrame(envelopes, live.encoded_view())) == encode(
+            EventsFrame(envelopes, msgspec.Raw(msgspec.json.encode(live.board.view)))
+        )
+        assert encode(PatchFrame(envelopes, live.encoded_patch())) == encode(
+            PatchFrame(envelopes, msgspec.Raw(live.patch_json))
+        )
