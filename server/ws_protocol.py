@@ -8,13 +8,18 @@ the websockets library's own `broadcast()` does. Frames come as the UTF-8 bytes 
 text is never decoded to `str` and encoded again on this path.
 
 The app finds the writer in its scope (`scope["extensions"][SHARED_TEXT]["write"]`), which takes the
-frame's text as UTF-8 bytes (the caller vouches for the encoding). It writes only
-while the connection is open, not paused by a full buffer and not compressing, and says whether it did;
-otherwise the caller sends through ASGI as usual, which waits, refuses or compresses as it must.
+frame's text as UTF-8 bytes (the caller vouches for the encoding). It takes a frame only while the
+connection is open, not paused by a full buffer and not compressing, and says whether it did; otherwise
+the caller sends through ASGI as usual, which waits, refuses or compresses as it must. Frames taken in
+one turn of the loop are written together when the turn ends (see `_Corks`), before anything the
+connection sends through ASGI afterwards.
 """
 
 from __future__ import annotations
 
+import asyncio
+
+from uvicorn._types import ASGISendEvent
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from websockets.http11 import Request
 from websockets.protocol import State
@@ -58,8 +63,44 @@ def framed(data: bytes) -> bytes:
     return _last.framed(data)
 
 
+class _Corks:
+    """The connections with frames written during this turn of the loop, sent together when it ends.
+
+    A command's sender gets its `accepted` answer and then its game's `events` frame in the same turn:
+    corked, the two go out in one system call instead of two, and so does whatever else a connection
+    gets in one turn (a burst's frames). The flush is one callback per turn, for every connection.
+    """
+
+    __slots__ = ("waiting", "loop")
+
+    def __init__(self) -> None:
+        self.waiting: list[SharedFrameProtocol] = []
+        self.loop: asyncio.AbstractEventLoop | None = None  # the loop a flush is scheduled on, if any
+
+    def add(self, protocol: SharedFrameProtocol) -> None:
+        self.waiting.append(protocol)
+        loop = asyncio.get_running_loop()
+        if self.loop is not loop:  # none scheduled (or on a loop that has since gone: tests run many)
+            self.loop = loop
+            loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        waiting, self.waiting, self.loop = self.waiting, [], None
+        for protocol in waiting:
+            protocol.uncork()
+
+
+_corks = _Corks()
+# Past this many bytes corked for one connection, write now: memory stays bounded, and a full socket
+# buffer is seen (the writer pauses) before more is taken.
+CORK_BYTES = 64 * 1024
+
+
 class SharedFrameProtocol(WebSocketsSansIOProtocol):
     """The sans-I/O protocol, offering the app `write` for text frames (see the module's docstring)."""
+
+    _corked: list[bytes] | None = None
+    _corked_bytes = 0
 
     def handle_connect(self, event: Request) -> None:
         super().handle_connect(event)
@@ -67,7 +108,8 @@ class SharedFrameProtocol(WebSocketsSansIOProtocol):
             self.scope["extensions"][SHARED_TEXT] = {"write": self.write_text}
 
     def write_text(self, data: bytes) -> bool:
-        """Write UTF-8 text `data` as one frame now if the connection is plainly open; False if not."""
+        """Write UTF-8 text `data` as one frame (at the end of this turn of the loop, with any other
+        frames of the turn) if the connection is plainly open; False if it is not."""
         conn = self.conn
         if (
             self.close_sent
@@ -78,6 +120,32 @@ class SharedFrameProtocol(WebSocketsSansIOProtocol):
             or conn.expect_continuation_frame
             or self.transport.is_closing()
         ):
+            self.uncork()  # what was taken goes first: the caller sends this frame through ASGI next
             return False
-        self.transport.write(_last.framed(data))
+        frame = _last.framed(data)
+        corked = self._corked
+        if corked is None:
+            self._corked = [frame]
+            self._corked_bytes = len(frame)
+            _corks.add(self)
+        else:
+            corked.append(frame)
+            self._corked_bytes += len(frame)
+        if self._corked_bytes > CORK_BYTES:
+            self.uncork()
         return True
+
+    def uncork(self) -> None:
+        """Write the frames corked so far, in one call."""
+        frames, self._corked = self._corked, None
+        if not frames or self.transport.is_closing():
+            return
+        if len(frames) == 1:
+            self.transport.write(frames[0])
+        else:
+            self.transport.writelines(frames)
+
+    async def send(self, message: ASGISendEvent) -> None:
+        # Through ASGI (a welcome, a refusal, a close): after what this connection has corked, in order.
+        self.uncork()
+        await super().send(message)

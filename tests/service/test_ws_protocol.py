@@ -180,3 +180,82 @@ async def test_the_outbox_writes_directly_and_falls_back_to_send_when_refused() 
     allow = False
     outbox.put(b"b")
     assert written == [b"a"] and sent == [b"b"]
+
+
+class _Wire:
+    """A transport that records each write call."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[bytes]] = []
+        self.closing = False
+
+    def write(self, data: bytes) -> None:
+        self.calls.append([data])
+
+    def writelines(self, frames: list[bytes]) -> None:
+        self.calls.append(list(frames))
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+
+async def _no_app(scope: Any, receive: Any, send: Any) -> None:
+    return None
+
+
+def _open_protocol() -> tuple[SharedFrameProtocol, _Wire]:
+    from uvicorn.server import ServerState
+
+    config = uvicorn.Config(_no_app, ws=SharedFrameProtocol, ws_per_message_deflate=False, log_config=None)
+    config.load()
+    protocol = SharedFrameProtocol(config, ServerState(), {})
+    wire = _Wire()
+    protocol.transport = wire  # type: ignore[assignment]
+    protocol.handshake_complete = True
+    protocol.conn.state = State.OPEN
+    return protocol, wire
+
+
+async def test_the_frames_of_one_turn_go_out_in_one_write_call_in_order() -> None:
+    first, first_wire = _open_protocol()
+    second, second_wire = _open_protocol()
+    assert first.write_text(b'{"type":"accepted"}') and first.write_text(b'{"type":"events"}')
+    assert second.write_text(b'{"type":"events"}')
+    assert first_wire.calls == [] and second_wire.calls == []  # corked until the turn ends
+    await asyncio.sleep(0)
+    assert first_wire.calls == [[framed(b'{"type":"accepted"}'), framed(b'{"type":"events"}')]]
+    assert second_wire.calls == [[framed(b'{"type":"events"}')]]
+    assert first.write_text(b"next")  # a later turn: corked and flushed again
+    await asyncio.sleep(0)
+    assert first_wire.calls[-1] == [framed(b"next")]
+
+
+async def test_a_connection_past_the_cork_limit_is_written_at_once() -> None:
+    from server.ws_protocol import CORK_BYTES
+
+    protocol, wire = _open_protocol()
+    chunk = b"x" * (CORK_BYTES // 2 - 4)  # two frames, headers and all, fill the limit exactly
+    assert protocol.write_text(chunk) and protocol.write_text(chunk)
+    assert wire.calls == []
+    assert protocol.write_text(b"y")  # past the limit: written now, in one call
+    assert wire.calls == [[framed(chunk), framed(chunk), framed(b"y")]]
+    await asyncio.sleep(0)
+    assert len(wire.calls) == 1
+
+
+async def test_frames_corked_on_a_connection_that_closes_are_dropped() -> None:
+    protocol, wire = _open_protocol()
+    assert protocol.write_text(b"late")
+    wire.closing = True
+    await asyncio.sleep(0)
+    assert wire.calls == []
+
+
+async def test_a_send_through_asgi_comes_after_the_frames_corked_before_it() -> None:
+    app = Recorder()
+    async with serving(app, compression=False) as url, connect(url, compression=None) as ws:
+        write, send = await asyncio.wait_for(app.ready, 5)
+        assert write is not None
+        assert write(b"one") and write(b"two")
+        await send({"type": "websocket.send", "text": "three"})
+        assert [await asyncio.wait_for(ws.recv(), 5) for _ in range(3)] == ["one", "two", "three"]
