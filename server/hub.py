@@ -45,8 +45,9 @@ class Outbox:
     suspend; a task then finishes it and drains what queues up behind it, and a client that falls
     `limit` frames behind is closed (1013) instead of holding anyone else up. Nothing is written before
     `start` (the welcome and any history go out first, directly). With `write` (the server's shared-frame
-    writer, `server.ws_protocol`), a frame is written without ASGI whenever the connection is plainly
-    open, and through `send` otherwise.
+    writer, `server.ws_protocol`), a frame goes without ASGI whenever the connection is plainly open
+    (written when the loop's turn ends, with the connection's other frames of the turn), and through
+    `send` otherwise.
     """
 
     def __init__(
