@@ -78,11 +78,14 @@ class _Corks:
         self.loop: asyncio.AbstractEventLoop | None = None  # the loop a flush is scheduled on, if any
 
     def add(self, protocol: SharedFrameProtocol) -> None:
-        self.waiting.append(protocol)
-        loop = asyncio.get_running_loop()
-        if self.loop is not loop:  # none scheduled (or on a loop that has since gone: tests run many)
-            self.loop = loop
-            loop.call_soon(self.flush)
+        waiting = self.waiting
+        waiting.append(protocol)
+        # The turn's first: schedule the flush. (Only then: on Python 3.11 asking for the running loop
+        # is a getpid() system call.) A flush left on a loop that has since closed (tests run many) is
+        # scheduled again on this one.
+        if len(waiting) == 1 or self.loop is None or self.loop.is_closed():
+            self.loop = asyncio.get_running_loop()
+            self.loop.call_soon(self.flush)
 
     def flush(self) -> None:
         waiting, self.waiting, self.loop = self.waiting, [], None
