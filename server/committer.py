@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -36,13 +37,19 @@ class Outcome(msgspec.Struct, frozen=True):
     envelopes: list[bytes]
 
 
+# Called with a command's outcome as soon as the round has it, before the round's fan-out.
+Answer = Callable[[Outcome], None]
+
+
 class _Job:
     """One command waiting for its outcome."""
 
-    __slots__ = ("game_id", "command", "key", "future", "attempts")
+    __slots__ = ("game_id", "command", "key", "future", "answer", "attempts")
 
-    def __init__(self, game_id: str, command: Place | EndGame, future: asyncio.Future[Outcome]) -> None:
-        self.game_id, self.command, self.future = game_id, command, future
+    def __init__(
+        self, game_id: str, command: Place | EndGame, future: asyncio.Future[Outcome], answer: Answer | None
+    ) -> None:
+        self.game_id, self.command, self.future, self.answer = game_id, command, future, answer
         self.key = f"{command.seat}:{command.id}"
         self.attempts = 0
 
@@ -66,11 +73,18 @@ class Committer:
         self.busy: set[str] = set()  # games with commands in the current round (never evicted meanwhile)
         self._round_end: asyncio.Future[None] | None = None  # done when the running round is over
 
-    def submit(self, game_id: str, command: Place | EndGame) -> asyncio.Future[Outcome]:
-        """Queue a command; the future gets its Outcome, or Rejected / StoreError."""
+    def submit(
+        self, game_id: str, command: Place | EndGame, answer: Answer | None = None
+    ) -> asyncio.Future[Outcome]:
+        """Queue a command; the future gets its Outcome, or Rejected / StoreError.
+
+        `answer`, when given, gets the Outcome first, in the round's own turn of the loop and before the
+        round's fan-out (the sender's `accepted` then precedes its game's frame without waiting for the
+        caller's task to wake); never when the future was already done (a caller that gave up).
+        """
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Outcome] = loop.create_future()
-        self._waiting.append(_Job(game_id, command, future))
+        self._waiting.append(_Job(game_id, command, future, answer))
         if self._task is None or self._task.done():
             self._task = loop.create_task(self._run())
         return future
@@ -229,6 +243,8 @@ class Committer:
 
 def _succeed(job: _Job, outcome: Outcome) -> None:
     if not job.future.done():
+        if job.answer is not None:
+            job.answer(outcome)
         job.future.set_result(outcome)
 
 

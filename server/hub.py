@@ -211,9 +211,10 @@ class Hub:
     def publish(self, game: LiveGame, records: Sequence[Record]) -> None:
         """Send one batch of new envelopes to every local follower, encoded once for all.
 
-        The frames are encoded now (the view is the one after this batch), and handed to the outboxes on
-        the loop's next turn: the commands of the batch get their `accepted` answers first, so a
-        command's sender never waits behind the fan-out to every spectator.
+        The frames are encoded now (the view is the one after this batch) and handed to the outboxes at
+        once. A round answers its commands before it folds them in (`Committer.submit`'s `answer`), so a
+        sender's `accepted` is in its outbox before its game's frame, and both leave in this turn's
+        writes (`server.ws_protocol`).
         """
         followers = self.subscribers.get(game.game_id)
         if not followers:
@@ -227,8 +228,8 @@ class Hub:
                 frames[mode] = encode(EventsFrame(envelopes, game.encoded_view()))
             else:
                 frames[mode] = encode(HistoryFrame(envelopes))
-        # A copy: a connection subscribing before delivery already has this batch in its welcome.
-        asyncio.get_running_loop().call_soon(_deliver, list(followers), frames)
+        for follower in followers:
+            follower.outbox.put(frames[follower.view])
 
     async def close(self) -> None:
         """Stop every tail."""
@@ -284,8 +285,3 @@ class Hub:
                 if closing is not None:
                     with contextlib.suppress(Exception):
                         await closing()
-
-
-def _deliver(followers: list[Subscriber], frames: dict[ViewMode, bytes]) -> None:
-    for follower in followers:
-        follower.outbox.put(frames[follower.view])

@@ -19,7 +19,7 @@ from domain.messages import EndGame, Event, Place
 from projections import View, project
 from server import auth, envelope
 from server.clock import utc_now
-from server.committer import Committer, Outcome
+from server.committer import Answer, Committer, Outcome
 from server.envelope import Envelope, Record
 from server.live import SPACES_CACHE_BYTES, GapError, Listener, LiveGame
 from server.store import Appended, EventStore, StoreUnavailable, UnreadableGame
@@ -141,13 +141,15 @@ class GameService:
             if not self.pinned(game_id) and game_id not in self.committer.busy:
                 del self.games[game_id]
 
-    def handle(self, game_id: str, command: Place | EndGame) -> asyncio.Future[Outcome]:
+    def handle(
+        self, game_id: str, command: Place | EndGame, answer: Answer | None = None
+    ) -> asyncio.Future[Outcome]:
         """Decide and append one command, or give the first outcome of its id (group-committed).
 
         The future (not a coroutine: one object less per command) gets the Outcome, or Rejected /
-        StoreUnavailable.
+        StoreUnavailable; `answer`, when given, gets the Outcome first (see `Committer.submit`).
         """
-        return self.committer.submit(game_id, command)
+        return self.committer.submit(game_id, command, answer)
 
     async def history(self, game_id: str, after: int = 0, until: int | None = None) -> list[Record]:
         """Stored records after+1..until. Raises: StoreUnavailable."""

@@ -230,13 +230,30 @@ async def _serve(websocket: WebSocket, ctx: Context, game: LiveGame, outbox: Out
         await _command(ctx, game, frame, seat, outbox)
 
 
+class _Accepting:
+    """Puts a command's `accepted` answer in its sender's outbox as soon as the round has the outcome:
+    in the round's turn of the loop, before the round's fan-out, not once this connection's task wakes."""
+
+    __slots__ = ("outbox", "id", "at")
+
+    def __init__(self, outbox: Outbox, id: str) -> None:
+        self.outbox, self.id = outbox, id
+        self.at = 0.0
+
+    def __call__(self, outcome: Outcome) -> None:
+        self.at = time.perf_counter()
+        events = [msgspec.Raw(d) for d in outcome.envelopes]
+        self.outbox.put(encode(Accepted(id=self.id, version=outcome.version, events=events)))
+
+
 async def _command(ctx: Context, game: LiveGame, frame: CommandFrame, seat: int, outbox: Outbox) -> None:
-    """Run a command and put its answer in the outbox; the log line and metrics come after the answer."""
+    """Run a command; its answer goes in the outbox, then come the log line and metrics."""
     command = frame.command(seat)
     extra = {"game_id": game.game_id, "seat": seat, "command_id": frame.id}
     # perf_counter, not the loop's clock: uvloop's is cached per turn of the loop, in milliseconds.
     started = time.perf_counter()
-    pending = ctx.service.handle(game.game_id, command)
+    accepting = _Accepting(outbox, frame.id)
+    pending = ctx.service.handle(game.game_id, command, accepting)
     # A timer on the future, not asyncio.timeout or wait_for: no task, context manager or task lookup
     # per command.
     timer = asyncio.get_running_loop().call_later(ctx.settings.command_timeout, _expire, pending)
@@ -259,11 +276,7 @@ async def _command(ctx: Context, game: LiveGame, frame: CommandFrame, seat: int,
         return
     finally:
         timer.cancel()
-    elapsed = time.perf_counter() - started
-    answer = Accepted(
-        id=frame.id, version=outcome.version, events=[msgspec.Raw(d) for d in outcome.envelopes]
-    )
-    outbox.put(encode(answer))
+    elapsed = accepting.at - started  # to the answer (already in the outbox), not to this task's waking
     ctx.metrics.accepted(elapsed)
     log.info(
         "command accepted",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
@@ -29,11 +30,20 @@ class _StuckService:
 
     def __init__(self) -> None:
         self.pending: list[asyncio.Future[Outcome]] = []
+        self.answers: list[Callable[[Outcome], None]] = []
 
-    def handle(self, game_id: str, command: object) -> asyncio.Future[Outcome]:
+    def handle(
+        self, game_id: str, command: object, answer: Callable[[Outcome], None]
+    ) -> asyncio.Future[Outcome]:
         future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
         self.pending.append(future)
+        self.answers.append(answer)
         return future
+
+    def settle(self, outcome: Outcome) -> None:
+        """What the committer's round does: the answer first, then the future."""
+        self.answers[0](outcome)
+        self.pending[0].set_result(outcome)
 
 
 async def test_a_command_not_settled_in_time_is_answered_unavailable_at_the_timeout() -> None:
@@ -65,7 +75,9 @@ async def test_a_command_settled_in_time_is_accepted_and_its_timer_is_gone() -> 
     outbox = _Outbox()
     task = asyncio.ensure_future(ws._command(ctx, game, frame, 0, outbox))  # type: ignore[arg-type]
     await asyncio.sleep(0.01)
-    service.pending[0].set_result(Outcome(8, [b'{"version":8}']))
+    service.settle(Outcome(8, [b'{"version":8}']))
+    # The answer is in the outbox at once, in the round's turn, before the command's task wakes.
+    assert [(f["type"], f["id"], f["version"]) for f in outbox.frames] == [("accepted", "c-2", 8)]
     await asyncio.wait_for(task, 1)
     await asyncio.sleep(0.3)  # past the timeout: the timer was cancelled, nothing else is answered
     assert [(f["type"], f["id"], f["version"]) for f in outbox.frames] == [("accepted", "c-2", 8)]

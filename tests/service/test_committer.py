@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from domain import Place, RepairToken
 from server import envelope
+from server.committer import Outcome
 from server.memory_store import MemoryEventStore
 from server.service import GameService
 from server.store import Appended, StoreError
@@ -97,3 +98,39 @@ async def test_a_round_leaves_each_game_at_the_chain_head_of_its_last_stored_env
         assert [record.version for record in stored] == [1, 2, 3]
         assert live.head == envelope.chain_hash(stored[-1].data)
         assert envelope.decode(stored[-1].data).prev == envelope.chain_hash(stored[-2].data)
+
+
+async def test_a_commands_answer_comes_in_the_rounds_turn_before_its_game_is_published() -> None:
+    store = GatedStore()
+    service = GameService(store)
+    game_id = (await service.create(["Ada", "Ben"])).game_id
+    assert await service.live(game_id) is not None
+    seen: list[str] = []
+    service.listeners.append(lambda game, records: seen.append(f"published {records[-1].version}"))
+
+    def answer(outcome: Outcome) -> None:
+        seen.append(f"answered {outcome.version}")
+
+    command = Place(seat=0, id="a-1", token=RepairToken("winds"), space="oboe")
+    outcome = await asyncio.wait_for(service.handle(game_id, command, answer), 1)
+    assert outcome.version == 2
+    assert seen == ["answered 2", "published 2"]
+
+
+async def test_a_caller_that_gave_up_gets_no_answer() -> None:
+    store = GatedStore()
+    service = GameService(store)
+    game_id = (await service.create(["Ada", "Ben"])).game_id
+    live = await service.live(game_id)
+    assert live is not None
+    answered: list[Outcome] = []
+    store.gate.clear()
+    command = Place(seat=0, id="a-1", token=RepairToken("winds"), space="oboe")
+    pending = service.handle(game_id, command, answered.append)
+    await asyncio.wait_for(store.entered.wait(), 1)
+    pending.set_exception(TimeoutError())  # what the command's timer does
+    store.gate.set()
+    await asyncio.wait_for(service.committer.settled(game_id), 1)
+    assert live.version == 2  # the command landed (a retry with its id gets this outcome) ...
+    assert answered == []  # ... but its caller, already told "unavailable", is not answered twice
+    pending.exception()
