@@ -243,9 +243,11 @@ class Committer:
 
 def _succeed(job: _Job, outcome: Outcome) -> None:
     if not job.future.done():
-        if job.answer is not None:
-            job.answer(outcome)
-        job.future.set_result(outcome)
+        try:
+            if job.answer is not None:
+                job.answer(outcome)
+        finally:  # whatever the answer did, the caller's future is never left hanging
+            job.future.set_result(outcome)
 
 
 def _fail(job: _Job, exc: BaseException) -> None:
