@@ -18,6 +18,7 @@ from redis import exceptions as rx
 from redis.asyncio import Redis, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
+from redis.commands.core import AsyncScript
 
 from server.envelope import Record
 from server.redis_line import ScriptLine
@@ -77,7 +78,8 @@ class _boundary:  # noqa: N801 - used as `async with _boundary(...)`, like the f
     The bound is `asyncio.timeout`, not redis-py's socket timeout: that one wraps every write in
     `asyncio.wait_for`, a task per command. A call cut short leaves its connection closed by redis-py,
     so no reply can ever be read by the wrong caller. A class, not a generator-based context manager:
-    it runs on every store call, and a generator costs a frame and two resumptions more.
+    it runs on every store call but the line's appends, and a generator costs a frame and two
+    resumptions more.
     """
 
     __slots__ = ("_timeout", "_game_id", "_expected", "_bound")
@@ -223,17 +225,9 @@ class RedisEventStore:
         if not envelopes:
             raise ValueError("append needs at least one envelope")
         keys = self._game_keys(game_id, commands_key(game_id))
-        args: list[bytes | str | int] = [expected, command_key, *envelopes]
-        if self._line is not None:
-            # The line bounds its own calls (a timer, cheaper than `_boundary`'s context manager).
-            try:
-                reply = await self._line.script(self._append.sha, APPEND, keys, args, self._timeout)
-            except _DRIVER_ERRORS as exc:
-                raise _translate(exc, game_id, expected) from exc
-        else:
-            async with _boundary(self._timeout, game_id, expected):
-                reply = await self._append(keys=keys, args=args)
-        first, last, duplicate = reply
+        first, last, duplicate = await self._script(
+            self._append, APPEND, keys, [expected, command_key, *envelopes], game_id, expected
+        )
         return Appended(int(first), int(last), bool(duplicate))
 
     async def append_many(
@@ -284,15 +278,7 @@ class RedisEventStore:
             keys += [events_key(game_id), commands_key(game_id), appended_channel(game_id, self._db)]
             args += [expected, command_key, len(envelopes), *envelopes]
         try:
-            if self._line is not None:
-                replies = await self._line.script(
-                    self._append_many.sha, APPEND_MANY, keys, args, self._timeout
-                )
-            else:
-                async with _boundary(self._timeout):
-                    replies = await self._append_many(keys=keys, args=args)
-        except _DRIVER_ERRORS as exc:
-            return [_translate(exc) for _ in batch]
+            replies = await self._script(self._append_many, APPEND_MANY, keys, args)
         except StoreError as exc:
             return [exc for _ in batch]
         results: list[Appended | StoreError] = []
@@ -303,6 +289,25 @@ class RedisEventStore:
             else:
                 results.append(Appended(int(reply[0]), int(reply[1]), bool(reply[2])))
         return results
+
+    async def _script(
+        self,
+        script: AsyncScript,
+        source: str,
+        keys: Sequence[str],
+        args: Sequence[bytes | str | int],
+        game_id: str = "",
+        expected: int = 0,
+    ) -> Any:
+        """Run an append script over the line when there is one (which bounds its own calls with a timer,
+        cheaper than `_boundary`'s context manager), else over the client; errors are the port's."""
+        if self._line is None:
+            async with _boundary(self._timeout, game_id, expected):
+                return await script(keys=keys, args=args)
+        try:
+            return await self._line.script(script.sha, source, keys, args, self._timeout)
+        except _DRIVER_ERRORS as exc:
+            raise _translate(exc, game_id, expected) from exc
 
     async def outcome(self, game_id: str, command_key: str) -> Appended | None:
         """The recorded outcome of an accepted command key (duplicate=True), or None.
