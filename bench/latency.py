@@ -8,10 +8,12 @@ when the minimal pipeline is the slower, that is the rate of the rounds above, w
 A p99 over 10 s of a shared machine swings by 2-4x from run to run, so the open-loop runs alternate
 (`minimal, ours, minimal, ours, ...`, `--rounds` rounds) and the medians are compared.
 
-Ours runs twice per round: clients taking the whole view in every frame (protocol v1's default) and
-clients taking view patches. The minimal pipeline is the goal's baseline (frames with the envelopes
-only); it also runs once with `--views` (frames carrying a view as large as ours, one per command),
-which shows what the whole view's bytes cost the stack itself, apart from anything our server does.
+Ours runs three times per round: clients taking the whole view in every frame (protocol v1's default),
+clients taking view patches (the spaces that changed, whole), and clients taking view deltas (what was
+added to them: a frame whose size does not grow with the game). The minimal pipeline is the goal's
+baseline (frames with the envelopes only); it also runs once with `--views` (frames carrying a view as
+large as ours, one per command), which shows what the whole view's bytes cost the stack itself, apart
+from anything our server does.
 """
 
 from __future__ import annotations
@@ -55,13 +57,15 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         say("max rate " + brief(runs["minimal_closed"]))
         rate = runs["minimal_closed"]["commands_per_s"] * args.fraction
         opened = LoadConfig(**{**base.__dict__, "mode": "open", "rate": rate, "arrival": "poisson"})
-        # Ours twice: clients taking the whole view in every frame (protocol v1's default), and clients
-        # taking view patches (`"view": "patch"`, what the dashboard asks for).
+        # Ours three times: clients taking the whole view in every frame (protocol v1's default), view
+        # patches (`"view": "patch"`) and view deltas (`"view": "delta"`).
         patched = LoadConfig(**{**opened.__dict__, "view": "patch"})
+        delta = LoadConfig(**{**opened.__dict__, "view": "delta"})
         plan: dict[str, tuple[str, LoadConfig, tuple[str, ...]]] = {
             "minimal": ("minimal", opened, ()),
             "ours": ("ours", opened, ()),
             "ours_patch": ("ours", patched, ()),
+            "ours_delta": ("ours", delta, ()),
         }
         pairs: dict[str, list[dict[str, Any]]] = {name: [] for name in plan}
         for _ in range(1 if args.quick else args.rounds):
@@ -104,6 +108,8 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         "events_per_game_at_end": runs["ours"]["sent"] / base.games,
         "ours_frame_bytes_mean": runs["ours"]["spectator_frame_bytes_mean"],
         "ours_patch_frame_bytes_mean": runs["ours_patch"]["spectator_frame_bytes_mean"],
+        "ours_delta_frame_bytes_mean": runs["ours_delta"]["spectator_frame_bytes_mean"],
+        "minimal_frame_bytes_mean": runs["minimal"]["spectator_frame_bytes_mean"],
         "minimal_views_frame_bytes_mean": runs["minimal_views"]["spectator_frame_bytes_mean"],
         "minimal_views_p99_all_spectators_ms": runs["minimal_views"]["all_spectators_ms"]["p99"],
         # Whole views against a minimal pipeline sending frames as large: what our server adds to them.
@@ -116,10 +122,21 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         "ratio_p99_all_spectators_patch": ratio(
             runs["ours_patch"]["all_spectators_ms"]["p99"], minimal["p99"]
         ),
+        "ours_delta_p99_all_spectators_ms": runs["ours_delta"]["all_spectators_ms"]["p99"],
+        "ours_delta_p50_all_spectators_ms": runs["ours_delta"]["all_spectators_ms"]["p50"],
+        "ratio_p99_all_spectators_delta": ratio(
+            runs["ours_delta"]["all_spectators_ms"]["p99"], minimal["p99"]
+        ),
+        "ours_delta_cpu_us_per_command": runs["ours_delta"]["server"].get("cpu_us_per_command"),
+        "minimal_cpu_us_per_command": runs["minimal"]["server"].get("cpu_us_per_command"),
         "p99_all_spectators_ms_by_round": {
             kind: [r["all_spectators_ms"]["p99"] for r in runs[f"{kind}_rounds"]]
-            for kind in ("minimal", "ours", "ours_patch", "minimal_views")
+            for kind in ("minimal", "ours", "ours_patch", "ours_delta", "minimal_views")
         },
+        "median_of_round_ratios_delta": statistics.median(
+            ratio(o["all_spectators_ms"]["p99"], m["all_spectators_ms"]["p99"])
+            for m, o in zip(runs["minimal_rounds"], runs["ours_delta_rounds"], strict=True)
+        ),
         "ratio_p99_by_round": [
             ratio(o["all_spectators_ms"]["p99"], m["all_spectators_ms"]["p99"])
             for m, o in zip(runs["minimal_rounds"], runs["ours_rounds"], strict=True)
@@ -143,6 +160,9 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         "goal_met_with_patches": 0
         < ratio(runs["ours_patch"]["all_spectators_ms"]["p99"], minimal["p99"])
         <= GOAL,
+        "goal_met_with_deltas": 0
+        < ratio(runs["ours_delta"]["all_spectators_ms"]["p99"], minimal["p99"])
+        <= GOAL,
     }
     path = write_result(
         "latency",
@@ -153,7 +173,9 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         f"latency at {rate:.0f}/s: p99 all spectators ours {ours['p99']:.2f} ms, minimal "
         f"{minimal['p99']:.2f} ms, ratio {figure:.2f}; with view patches "
         f"{summary['ours_patch_p99_all_spectators_ms']:.2f} ms, ratio "
-        f"{summary['ratio_p99_all_spectators_patch']:.2f} (goal <= {GOAL}); whole views against the "
+        f"{summary['ratio_p99_all_spectators_patch']:.2f}; with view deltas "
+        f"{summary['ours_delta_p99_all_spectators_ms']:.2f} ms, ratio "
+        f"{summary['ratio_p99_all_spectators_delta']:.2f} (goal <= {GOAL}); whole views against the "
         f"minimal pipeline sending views as large: "
         f"{summary['ratio_p99_whole_views_to_minimal_views']:.2f}; wrote {path}"
     )

@@ -28,7 +28,7 @@ from bench.common import RESULTS, RedisServer, ServerProcess, raise_nofile, say,
 from bench.load import LoadConfig, brief, run
 
 # The hello's "view" for each --view choice.
-VIEWS: dict[str, bool | str] = {"whole": True, "patch": "patch", "none": False}
+VIEWS: dict[str, bool | str] = {"whole": True, "patch": "patch", "delta": "delta", "none": False}
 _FRAME = re.compile(r"^(?P<function>.*) \((?P<file>[^()]*?)(?::(?P<line>\d+))?\)$")
 
 
@@ -104,7 +104,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--view",
-        choices=["whole", "patch", "none"],
+        choices=list(VIEWS),
         default="whole",
         help="what the clients' hello asks for in live frames (patch: writes *_patch.*)",
     )

@@ -5,10 +5,11 @@
         async for frame in game.frames():   # live `events` frames, in order
             ...
 
-It speaks protocol v1: hello (with `since` to resume; `view="patch"` for frames that carry only what
-changed, which it applies to `client.view`), commands answered by id, `events` frames. When the
-connection drops (not when the server refuses it), it reconnects by itself with `since` set to the last
-version it saw and re-sends unanswered commands with their ids, which the server answers once.
+It speaks protocol v1: hello (with `since` to resume; `view="patch"` or `view="delta"` for frames that
+carry only what changed, which it applies to `client.view`), commands answered by id, `events` frames.
+When the connection drops (not when the server refuses it), it reconnects by itself with `since` set
+to the last version it saw and re-sends unanswered commands with their ids, which the server answers
+once.
 
 HTTP helpers: `await create_game(base_url, ["Ada", "Ben"])` (the seats and their secret tokens, shown
 once), `await get_view(base_url, game_id, at=N)` and `await get_events(base_url, game_id, after=N)`.
@@ -21,12 +22,21 @@ them (Ada, Ben, Cy) against a server it starts, and prints the link to watch the
 """
 
 from client.http import create_game, get_events, get_view
-from client.session import Answer, ConnectionRefused, GameClient, apply_patch
+from client.session import (
+    Answer,
+    ConnectionRefused,
+    DeltaMismatch,
+    GameClient,
+    apply_delta,
+    apply_patch,
+)
 
 __all__ = [
     "Answer",
     "ConnectionRefused",
+    "DeltaMismatch",
     "GameClient",
+    "apply_delta",
     "apply_patch",
     "create_game",
     "get_events",

@@ -36,6 +36,30 @@ def apply_patch(view: Answer, patch: Answer) -> Answer:
     return {**view, **{key: value for key, value in patch.items() if key != "spaces"}, "spaces": spaces}
 
 
+class DeltaMismatch(ValueError):
+    """A `view_delta` does not apply to the view held (its additions start past or before its lists' end)."""
+
+
+def apply_delta(view: Answer, delta: Answer) -> Answer:
+    """The view after a `view_delta`: `spaces` replaced whole, `added` appended, the other fields its.
+
+    Raises DeltaMismatch when an addition does not start at the end of the space's list it extends.
+    """
+    spaces = {**view["spaces"], **delta.get("spaces", {})}
+    for space_id, addition in delta.get("added", {}).items():
+        space = spaces.get(space_id)
+        field = "below" if addition["kind"] == "standard" else "chairs"
+        start = addition[f"{field}_from"]
+        if space is None or space.get("kind") != addition["kind"] or len(space[field]) != start:
+            raise DeltaMismatch(f"{space_id}: the delta does not extend the view held")
+        extended = {**space, field: [*space[field], *addition[field]]}
+        if field == "below":
+            extended["chair"] = addition["chair"]
+        spaces[space_id] = extended
+    rest = {key: value for key, value in delta.items() if key not in ("spaces", "added")}
+    return {**view, **rest, "spaces": spaces}
+
+
 class GameClient:
     """One client of one game. Create it with `await GameClient.connect(...)`."""
 
@@ -260,4 +284,12 @@ class GameClient:
                 self.view = frame["view"]
             elif "view_patch" in frame and self.view is not None:
                 self.view = apply_patch(self.view, frame["view_patch"])
+            elif "view_delta" in frame and self.view is not None:
+                try:
+                    self.view = apply_delta(self.view, frame["view_delta"])
+                except DeltaMismatch:
+                    # Never guess: drop the connection, and the resume's welcome brings the whole view.
+                    self.view = None
+                    if self._ws is not None and self._ws.transport is not None:
+                        self._ws.transport.abort()
         self._frames.put_nowait(frame)

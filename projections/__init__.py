@@ -12,6 +12,7 @@ from projections.board import (
     render,
     view_at,
 )
+from projections.delta import ChairSpaceAdded, RareSpaceAdded, SpaceAdded, added
 from projections.eras import (
     Assigned,
     Counted,
@@ -25,13 +26,17 @@ from projections.eras import (
 __all__ = [
     "Assigned",
     "Board",
+    "ChairSpaceAdded",
     "ChairSpaceView",
     "Counted",
     "EraCount",
     "PlayerView",
+    "RareSpaceAdded",
     "RareSpaceView",
+    "SpaceAdded",
     "SpaceView",
     "View",
+    "added",
     "apply",
     "count_eras_covered",
     "count_in_era",

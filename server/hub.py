@@ -23,7 +23,7 @@ from server.live import GapError, LiveGame
 from server.metrics import Metrics
 from server.service import GameService
 from server.store import StoreError
-from server.wire import EventsFrame, HistoryFrame, PatchFrame, ViewMode, encode
+from server.wire import DeltaFrame, EventsFrame, HistoryFrame, PatchFrame, ViewMode, encode
 
 log = logging.getLogger(__name__)
 
@@ -222,7 +222,9 @@ class Hub:
         envelopes = [msgspec.Raw(r.data) for r in records]
         frames: dict[ViewMode, bytes] = {}
         for mode in {f.view for f in followers}:
-            if mode == "patch":
+            if mode == "delta":
+                frames[mode] = encode(DeltaFrame(envelopes, game.encoded_delta()))
+            elif mode == "patch":
                 frames[mode] = encode(PatchFrame(envelopes, game.encoded_patch()))
             elif mode:
                 frames[mode] = encode(EventsFrame(envelopes, game.encoded_view()))

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 import msgspec
 
 from domain import Event, Score
-from projections import Board, PlayerView, apply, project
+from projections import Board, PlayerView, SpaceAdded, SpaceView, added, apply, project
 from server import envelope
 from server.envelope import GENESIS, Record
 
@@ -48,6 +48,16 @@ class _EncodedPatch(msgspec.Struct, frozen=True, gc=False):
     scores: tuple[Score, ...]
 
 
+class _EncodedDelta(msgspec.Struct, frozen=True, gc=False):
+    """What a batch added to the view: the spaces it extended (`added`), and any other changed one whole."""
+
+    version: int
+    ended: bool
+    spaces: dict[str, msgspec.Raw]
+    added: dict[str, SpaceAdded]
+    scores: tuple[Score, ...]
+
+
 class GapError(Exception):
     """Records arrived past a version this node has not seen: it must read the missing ones first."""
 
@@ -64,6 +74,7 @@ class LiveGame:
         "_cached_bytes",
         "_budget",
         "changed",
+        "_replaced",
         "listeners",
     )
 
@@ -79,6 +90,8 @@ class LiveGame:
         self._cached_bytes = 0
         # The spaces whose view the last ingested batch changed (what a view patch carries).
         self.changed: tuple[str, ...] = ()
+        # Those spaces as they were before it (what a view delta is measured against).
+        self._replaced: dict[str, SpaceView | None] = {}
         self.listeners: list[Listener] = []
 
     @property
@@ -119,6 +132,27 @@ class LiveGame:
         view = self.board.view
         spaces = {space_id: self._space_json(space_id, view.spaces[space_id]) for space_id in self.changed}
         return _EncodedPatch(view.version, view.ended, spaces, view.scores)
+
+    @property
+    def delta_json(self) -> bytes:
+        """What the last ingested batch added to the view, encoded (protocol.md's `view_delta`)."""
+        return _encode(self.encoded_delta())
+
+    def encoded_delta(self) -> msgspec.Struct:
+        """`delta_json` as a struct (see `encoded_view`): a space the batch only added to carries the
+        additions; any other changed space (a new one) is encoded whole."""
+        view = self.board.view
+        whole: dict[str, msgspec.Raw] = {}
+        extended: dict[str, SpaceAdded] = {}
+        replaced = self._replaced
+        for space_id in self.changed:
+            space = view.spaces[space_id]
+            addition = added(replaced.get(space_id), space)
+            if addition is None:
+                whole[space_id] = self._space_json(space_id, space)
+            else:
+                extended[space_id] = addition
+        return _EncodedDelta(view.version, view.ended, whole, extended, view.scores)
 
     def _space_json(self, space_id: str, space: object) -> msgspec.Raw:
         cache = self._spaces_json
@@ -173,6 +207,7 @@ class LiveGame:
         self.changed = tuple(
             space_id for space_id, space in board.view.spaces.items() if before.get(space_id) is not space
         )
+        self._replaced = {space_id: before.get(space_id) for space_id in self.changed}
         self.board, self.last_at = board, last_at
         self.head = envelope.chain_hash(fresh[-1].data) if head is None else head
         for listener in self.listeners:

@@ -15,8 +15,9 @@ from domain.messages import CommandId, Ref, Skill, Token
 from domain.vocabulary import Consolation, Material
 
 Version = Annotated[int, msgspec.Meta(ge=0)]
-# A hello's `view`: true (live frames carry the whole view), "patch" (only what changed), false (none).
-ViewMode = bool | Literal["patch"]
+# A hello's `view`: true (live frames carry the whole view), "patch" (the spaces that changed, whole),
+# "delta" (what was added to them), false (none).
+ViewMode = bool | Literal["patch", "delta"]
 
 
 class Hello(msgspec.Struct, frozen=True, tag_field="type", tag="hello"):
@@ -119,6 +120,18 @@ class PatchFrame(msgspec.Struct, frozen=True, tag_field="type", tag="events"):
     view_patch: msgspec.Raw | msgspec.Struct
 
 
+class DeltaFrame(msgspec.Struct, frozen=True, tag_field="type", tag="events"):
+    """Envelopes with what they added to the view (live traffic for `view: "delta"` clients).
+
+    `view_delta` holds `version`, `ended`, `scores`, in `added` the tokens each changed space gained (and
+    its First Chair), and in `spaces` any space that changed otherwise, whole: unlike a patch, its size
+    does not grow with the game.
+    """
+
+    envelopes: list[msgspec.Raw]
+    view_delta: msgspec.Raw | msgspec.Struct
+
+
 class HistoryFrame(msgspec.Struct, frozen=True, tag_field="type", tag="events"):
     """Envelopes without a view: history after a welcome, or live traffic for `view: false` clients."""
 
@@ -126,11 +139,12 @@ class HistoryFrame(msgspec.Struct, frozen=True, tag_field="type", tag="events"):
 
 
 class EventsFrameShape(msgspec.Struct, frozen=True, tag_field="type", tag="events"):
-    """What the schema says of an `events` frame: one of EventsFrame, PatchFrame and HistoryFrame."""
+    """What the schema says of an `events` frame: one of EventsFrame, PatchFrame, DeltaFrame, HistoryFrame."""
 
     envelopes: list[msgspec.Raw]
     view: msgspec.Raw | None = None
     view_patch: msgspec.Raw | None = None
+    view_delta: msgspec.Raw | None = None
 
 
 ServerFrame = Welcome | Accepted | RejectedFrame | EventsFrameShape

@@ -20,7 +20,7 @@ full_decode = msgspec.json.Decoder(Frame).decode
 TRICKY = ['Ada,"view":{}', '"},"view":', "Ben\\", "Cy"]
 
 
-async def _records() -> tuple[str, list[bytes], bytes, bytes]:
+async def _records() -> tuple[str, list[bytes], bytes, bytes, bytes]:
     service = GameService(MemoryEventStore(), max_placements=1_000)
     created = await service.create(TRICKY)
     pairs = legal_placements()
@@ -29,43 +29,49 @@ async def _records() -> tuple[str, list[bytes], bytes, bytes]:
     records = await service.store.read(created.game_id)
     live = LiveGame(created.game_id)
     live.ingest(records)
-    return created.game_id, [r.data for r in records], live.view_json, live.patch_json
+    return created.game_id, [r.data for r in records], live.view_json, live.patch_json, live.delta_json
+
+
+Game = tuple[str, list[bytes], bytes, bytes, bytes]
 
 
 @pytest.fixture(scope="module")
-def game() -> tuple[str, list[bytes], bytes, bytes]:
+def game() -> Game:
     return asyncio.run(_records())
 
 
-def _frames(datas: list[bytes], view: bytes, patch: bytes) -> list[bytes]:
+def _frames(datas: list[bytes], view: bytes, patch: bytes, delta: bytes) -> list[bytes]:
     raws = [msgspec.Raw(d) for d in datas]
     return [
         wire.encode(wire.EventsFrame(raws[:1], msgspec.Raw(view))),
         wire.encode(wire.EventsFrame(raws[-3:], msgspec.Raw(view))),
         wire.encode(wire.EventsFrame(raws, msgspec.Raw(view))),
         wire.encode(wire.PatchFrame(raws[-1:], msgspec.Raw(patch))),
+        wire.encode(wire.DeltaFrame(raws[-2:], msgspec.Raw(delta))),
         wire.encode(wire.HistoryFrame(raws)),
         b'{"type":"accepted","id":"c1","first":2,"last":2}',
         b'{"type":"rejected","id":"c2","code":"illegal_space","message":"no"}',
     ]
 
 
-def test_timed_part_equals_a_full_decode(game: tuple[str, list[bytes], bytes, bytes]) -> None:
-    _, datas, view, patch = game
-    frames = _frames(datas, view, patch)
+def test_timed_part_equals_a_full_decode(game: Game) -> None:
+    _, datas, view, patch, delta = game
+    frames = _frames(datas, view, patch, delta)
     assert any(b'view\\":' in f for f in frames)  # the tricky names did reach the envelopes
     for frame in frames:
         assert timed_part(frame) == full_decode(frame)
 
 
-@pytest.mark.parametrize("key", ["view", "view_patch"])
-def test_timed_part_does_not_parse_the_view_or_the_patch(
-    game: tuple[str, list[bytes], bytes, bytes], key: str
-) -> None:
-    _, datas, view, patch = game
+@pytest.mark.parametrize("key", ["view", "view_patch", "view_delta"])
+def test_timed_part_does_not_parse_the_view_the_patch_or_the_delta(game: Game, key: str) -> None:
+    _, datas, view, patch, delta = game
     envelopes = [msgspec.Raw(datas[-1])]
-    frame = wire.EventsFrame(envelopes, msgspec.Raw(view)) if key == "view" else None
-    good = wire.encode(frame or wire.PatchFrame(envelopes, msgspec.Raw(patch)))
+    frame: wire.EventsFrame | wire.PatchFrame | wire.DeltaFrame = {
+        "view": wire.EventsFrame(envelopes, msgspec.Raw(view)),
+        "view_patch": wire.PatchFrame(envelopes, msgspec.Raw(patch)),
+        "view_delta": wire.DeltaFrame(envelopes, msgspec.Raw(delta)),
+    }[key]
+    good = wire.encode(frame)
     # A view the meter would choke on if it parsed it: it does not, so the envelopes still come out.
     marker = f',"{key}":'.encode()
     broken = good[: good.index(marker)] + marker + b'{"spaces":[}'

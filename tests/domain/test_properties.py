@@ -33,7 +33,18 @@ from domain import (
     decide,
     evolve,
 )
-from projections import Board, apply, project, render, view_at
+from projections import (
+    Board,
+    ChairSpaceAdded,
+    ChairSpaceView,
+    RareSpaceAdded,
+    RareSpaceView,
+    added,
+    apply,
+    project,
+    render,
+    view_at,
+)
 
 NAMES = ("Ada", "Ben", "Cy", "Di")
 SPACES = {space.id: space for space in STANDARD.spaces}
@@ -430,6 +441,29 @@ def test_the_incremental_view_equals_the_rendered_and_the_projected_view(played:
     assert board.game == played.final
     assert board.view == render(played.final)
     assert board.view == project(played.events).view
+
+
+@FEW
+@given(GAMES, st.data())
+def test_between_any_two_versions_every_space_only_gains_tokens_at_its_end(
+    played: Played, data: st.DataObject
+) -> None:
+    """What makes a view delta exact: its additions, appended, give the later view's space."""
+    at = sorted(data.draw(st.lists(st.integers(1, len(played.events)), min_size=2, max_size=2)))
+    early, late = view_at(played.events, at[0]), view_at(played.events, at[1])
+    assert list(early.spaces) == list(late.spaces)
+    for space_id, space in late.spaces.items():
+        addition = added(early.spaces[space_id], space)
+        before = early.spaces[space_id]
+        if isinstance(space, ChairSpaceView):
+            assert isinstance(before, ChairSpaceView) and isinstance(addition, ChairSpaceAdded)
+            assert addition.below_from == len(before.below)
+            assert list(before.below) + list(addition.below) == list(space.below)
+            assert addition.chair == space.chair
+        else:
+            assert isinstance(before, RareSpaceView) and isinstance(addition, RareSpaceAdded)
+            assert addition.chairs_from == len(before.chairs)
+            assert list(before.chairs) + list(addition.chairs) == list(space.chairs)
 
 
 @FEW

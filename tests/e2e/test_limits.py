@@ -247,7 +247,7 @@ async def test_a_client_that_never_reads_is_closed_with_1013_while_others_keep_r
     assert_clean_logs(server.logs())
 
 
-@pytest.mark.parametrize("view", ["bogus", "PATCH", 1, {"patch": True}])
+@pytest.mark.parametrize("view", ["bogus", "PATCH", "Delta", 1, {"patch": True}])
 async def test_a_hello_asking_for_an_unknown_view_mode_is_closed_with_1008(small: Any, view: object) -> None:
     game_id, _ = await new_game(small.url, ["Ada"])
     async with websockets.connect(ws_url(small.url, game_id), open_timeout=5) as ws:

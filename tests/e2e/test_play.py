@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 from typing import Any
 
@@ -10,7 +11,7 @@ import httpx
 import pytest
 from support.e2e import new_game
 
-from client import GameClient, apply_patch, create_game, get_events, get_view
+from client import GameClient, apply_delta, apply_patch, create_game, get_events, get_view
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -223,7 +224,7 @@ async def test_create_game_answers_tokens_once_and_http_reads_need_no_token_for_
     assert len(view["spaces"]) == 14
 
 
-async def test_a_patch_client_keeps_the_same_view_as_a_full_view_client_at_every_frame(
+async def test_patch_and_delta_clients_keep_the_same_view_as_a_full_view_client_at_every_frame(
     start_server: Any,
 ) -> None:
     # Two nodes, so that patches reach followers both from their own node's appends and from the other
@@ -237,7 +238,7 @@ async def test_a_patch_client_keeps_the_same_view_as_a_full_view_client_at_every
     followers = {
         (node.url, mode): await GameClient.connect(node.url, game_id, view=mode)
         for node in (one, two)
-        for mode in (True, "patch")
+        for mode in (True, "patch", "delta")
     }
     rng = random.Random(7)
     moves = [(PERF, "viola"), (REPAIR, "viola"), (REPAIR, "cello"), (PERF, "oboe"), (PERF, "piano")]
@@ -254,23 +255,32 @@ async def test_a_patch_client_keeps_the_same_view_as_a_full_view_client_at_every
     final = await get_view(one.url, game_id)
     for (url, mode), follower in followers.items():
         assert follower.view == final, (url, mode)
-        kinds = {("view" in f, "view_patch" in f) for f in follower.received if f.get("type") == "events"}
-        assert kinds == ({(False, True)} if mode == "patch" else {(True, False)})
-    # Frame by frame: applying each patch gives the view of the full-view follower of the same node.
-    for node in (one, two):
+        fields = {"view", "view_patch", "view_delta"}
+        kinds = {frozenset(fields & set(f)) for f in follower.received if f.get("type") == "events"}
+        assert kinds == {frozenset({"view" if mode is True else f"view_{mode}"})}
+    # Frame by frame: applying each patch or delta gives the view of the full-view follower of the same
+    # node.
+    for node, mode in itertools.product((one, two), ("patch", "delta")):
         full = [f for f in followers[(node.url, True)].received if f.get("type") == "events"]
-        patches = [f for f in followers[(node.url, "patch")].received if f.get("type") == "events"]
-        view = followers[(node.url, "patch")].welcome["view"]
+        partial = [f for f in followers[(node.url, mode)].received if f.get("type") == "events"]
+        view = followers[(node.url, mode)].welcome["view"]
         by_version = {f["envelopes"][-1]["version"]: f["view"] for f in full}
-        for frame in patches:
-            view = apply_patch(view, frame["view_patch"])
+        for frame in partial:
+            if mode == "patch":
+                view = apply_patch(view, frame["view_patch"])
+            else:
+                view = apply_delta(view, frame["view_delta"])
             version = frame["envelopes"][-1]["version"]
             assert view["version"] == version
             if version in by_version:
                 assert view == by_version[version]
             else:  # batched differently on this connection: compare with the view at that version
                 assert view == await get_view(node.url, game_id, at=version)
-        assert all(len(f["view_patch"]["spaces"]) <= 1 or len(f["envelopes"]) > 1 for f in patches)
+        changed = [f[f"view_{mode}"]["spaces"] for f in partial]
+        if mode == "delta":  # placements only add: no space comes whole
+            assert all(not spaces for spaces in changed)
+            changed = [f["view_delta"]["added"] for f in partial]
+        assert all(len(c) <= 1 or len(f["envelopes"]) > 1 for c, f in zip(changed, partial, strict=True))
     for client in [*players, *followers.values()]:
         await client.close()
 
@@ -285,6 +295,24 @@ async def test_a_patch_after_the_game_ends_carries_ended_and_no_space(server: An
     await ada.end_game()
     ended = await watcher.next_frame()
     assert ended["view_patch"]["ended"] is True and ended["view_patch"]["spaces"] == {}
+    assert watcher.view == await get_view(server.url, game_id)
+    await ada.close()
+    await watcher.close()
+
+
+async def test_a_delta_after_the_game_ends_carries_ended_and_nothing_added(server: Any) -> None:
+    game_id, tokens = await new_game(server.url, ["Ada"])
+    ada = await GameClient.connect(server.url, game_id, tokens[0])
+    watcher = await GameClient.connect(server.url, game_id, view="delta")
+    await ada.place(PERF, "viola")
+    first = (await watcher.next_frame())["view_delta"]
+    assert first["version"] == 2 and first["spaces"] == {}
+    assert first["added"] == {
+        "viola": {"kind": "standard", "chair": {"seat": 0, "token": PERF}, "below_from": 0, "below": []}
+    }
+    await ada.end_game()
+    ended = (await watcher.next_frame())["view_delta"]
+    assert ended["ended"] is True and ended["spaces"] == {} and ended["added"] == {}
     assert watcher.view == await get_view(server.url, game_id)
     await ada.close()
     await watcher.close()

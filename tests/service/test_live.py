@@ -7,6 +7,7 @@ import random
 import msgspec
 import pytest
 
+from client import DeltaMismatch, apply_delta, apply_patch
 from domain import InstrumentToken, PerformanceToken, Place, Rejected, RepairToken
 from projections import project, render
 from server import envelope
@@ -14,7 +15,7 @@ from server.config import Settings
 from server.live import SPACES_CACHE_BYTES, GapError, LiveGame
 from server.memory_store import MemoryEventStore
 from server.service import GameService
-from server.wire import EventsFrame, PatchFrame, encode
+from server.wire import DeltaFrame, EventsFrame, PatchFrame, encode
 
 CHOICES = [
     (PerformanceToken("classical"), "viola"),
@@ -129,3 +130,58 @@ async def test_a_frame_holding_the_view_struct_is_the_frame_holding_the_encoded_
         assert encode(PatchFrame(envelopes, live.encoded_patch())) == encode(
             PatchFrame(envelopes, msgspec.Raw(live.patch_json))
         )
+        assert encode(DeltaFrame(envelopes, live.encoded_delta())) == encode(
+            DeltaFrame(envelopes, msgspec.Raw(live.delta_json))
+        )
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+async def test_deltas_and_patches_applied_as_a_client_does_give_the_view_rendered_from_scratch(
+    seed: int,
+) -> None:
+    service = GameService(MemoryEventStore(), view_cache_bytes=2_000)
+    game_id = (await _long_game(service, 300)).game_id
+    records = await service.store.read(game_id)
+    live = LiveGame(game_id, cache_bytes=2_000)
+    rng = random.Random(seed)
+    # Batches of one command up to more than INCREMENTAL_UP_TO (a catch-up, folded in one pass).
+    first = rng.randrange(1, 5)
+    live.ingest(records[:first])
+    by_delta = by_patch = msgspec.json.decode(live.view_json)
+    done = first
+    while done < len(records):
+        size = rng.choice([1, 1, 1, 2, 3, 9, 20])
+        live.ingest(records[done : done + size])
+        done += size
+        by_delta = apply_delta(by_delta, msgspec.json.decode(live.delta_json))
+        by_patch = apply_patch(by_patch, msgspec.json.decode(live.patch_json))
+        rendered = msgspec.json.decode(msgspec.json.encode(render(live.board.game)))
+        assert by_delta == rendered == by_patch, done
+    assert live.version == len(records) > 300
+
+
+async def test_a_delta_stays_small_as_the_game_grows_where_a_patch_does_not() -> None:
+    live = await _long_game(GameService(MemoryEventStore()), 400)
+    delta = msgspec.json.decode(live.delta_json)
+    (changed,) = live.changed
+    assert delta["spaces"] == {} and list(delta["added"]) == [changed]
+    # The scores (each seat's chairs) come whole in both; a patch also repeats the whole space.
+    assert len(live.delta_json) < 2_000 and 3 * len(live.delta_json) < len(live.patch_json)
+
+
+def test_a_delta_that_does_not_extend_the_view_held_is_refused() -> None:
+    view = {
+        "version": 3,
+        "spaces": {"viola": {"kind": "standard", "chair": None, "below": [{"seat": 0}]}},
+        "scores": [],
+    }
+    ahead = {"kind": "standard", "chair": None, "below_from": 2, "below": [{"seat": 1}]}
+    with pytest.raises(DeltaMismatch, match="viola"):
+        apply_delta(view, {"version": 4, "added": {"viola": ahead}})
+    with pytest.raises(DeltaMismatch, match="cello"):
+        apply_delta(view, {"version": 4, "added": {"cello": {**ahead, "below_from": 0}}})
+    rare = {"kind": "rare", "chairs_from": 1, "chairs": []}
+    with pytest.raises(DeltaMismatch, match="viola"):
+        apply_delta(view, {"version": 4, "added": {"viola": rare}})
+    fits = apply_delta(view, {"version": 4, "added": {"viola": {**ahead, "below_from": 1}}})
+    assert fits["spaces"]["viola"]["below"] == [{"seat": 0}, {"seat": 1}] and fits["version"] == 4
