@@ -186,6 +186,7 @@ class Board {
 
   chip(seated, big) {
     const chip = el("span", `chip seat-${seated.seat % 4}${big ? " big" : ""}`);
+    chip.dataset.seat = String(seated.seat);
     chip.title = `${this.name(seated.seat)}: ${tokenWords(seated.token)}`;
     chip.append(el("span", "who", this.name(seated.seat)));
     chip.append(el("span", "what", tokenShort(seated.token)));
@@ -215,10 +216,40 @@ class Board {
       }
       if (changed && animate) flash(cell);
     }
+    for (const [id, addition] of Object.entries(view.added || {})) {
+      if (!this.extend(id, addition, animate)) return false;
+    }
     this.renderScores(view, animate);
     this.version = view.version;
     this.root.dataset.version = String(view.version);
     document.body.classList.toggle("ended", Boolean(view.ended));
+    return true;
+  }
+
+  // A view delta's additions to one space, drawn without redrawing what the space already shows; false
+  // when they do not start where the drawn lists end (this page missed something: it must resync).
+  extend(id, addition, animate) {
+    const found = this.cells.get(id);
+    if (!found) return true;
+    const { cell, chair, below } = found;
+    this.seen.delete(id);
+    if (addition.kind === "rare") {
+      const drawn = chair.querySelectorAll(".chip").length;
+      if (drawn !== addition.chairs_from) return false;
+      if (!addition.chairs.length) return true;
+      if (!drawn) chair.replaceChildren();
+      chair.append(...addition.chairs.map((s) => this.chip(s, false)));
+      const seats = addition.chairs.map((s) => s.seat).join(" ");
+      cell.dataset.chairSeats = drawn ? `${cell.dataset.chairSeats} ${seats}` : seats;
+    } else {
+      if (below.childElementCount !== addition.below_from) return false;
+      chair.replaceChildren(addition.chair ? this.chip(addition.chair, true) : el("span", "empty", "empty chair"));
+      if (addition.chair) cell.dataset.chairSeat = String(addition.chair.seat);
+      else delete cell.dataset.chairSeat;
+      below.append(...addition.below.map((s) => this.chip(s, false)));
+    }
+    if (animate) flash(cell);
+    return true;
   }
 
   renderScores(view, animate) {
@@ -337,9 +368,9 @@ class Live {
     const scheme = location.protocol === "https:" ? "wss:" : "ws:";
     const socket = new WebSocket(`${scheme}//${location.host}/games/${encodeURIComponent(gameId)}/ws`);
     this.socket = socket;
-    // "patch": live frames carry only the spaces that changed (the whole view grows with the game).
+    // "delta": live frames carry only what each changed space gained (the whole view grows with the game).
     socket.onopen = () =>
-      socket.send(JSON.stringify({ type: "hello", token: secret, since: this.since, view: "patch" }));
+      socket.send(JSON.stringify({ type: "hello", token: secret, since: this.since, view: "delta" }));
     socket.onmessage = (message) => {
       const frame = JSON.parse(message.data);
       if (frame.type === "welcome") {
@@ -349,8 +380,8 @@ class Live {
       } else if (frame.type === "events") {
         const fresh = frame.envelopes.filter((env) => env.version > this.since);
         for (const env of fresh) this.since = env.version;
-        // A patch renders like a view: render() redraws the spaces it names, and the scores.
-        this.handlers.events(fresh, frame.view || frame.view_patch || null);
+        // A delta renders like a view: render() draws what it adds to the spaces it names, and the scores.
+        this.handlers.events(fresh, frame.view || frame.view_delta || null);
       } else if (frame.type === "accepted" || frame.type === "rejected") {
         this.handlers.answer?.(frame);
       }
@@ -367,6 +398,11 @@ class Live {
       setTimeout(() => this.connect(), this.delay);
       this.delay = Math.min(this.delay * 2, 2000);
     };
+  }
+
+  // Start again from a welcome's whole view (the connection closes, and reconnects with since).
+  resync() {
+    this.socket?.close();
   }
 
   send(frame) {
@@ -409,7 +445,7 @@ function livePage(extra) {
         board.render(pendingView, false);
         pendingView = null;
       }
-      if (view && view.version >= board.version) board.render(view, true);
+      if (view && view.version >= board.version && !board.render(view, true)) live.resync();
       if (view?.ended || envelopes.some((env) => env.event.type === "GameEnded")) live.status("live", "game over");
     },
     answer(frame) {

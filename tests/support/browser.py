@@ -21,6 +21,11 @@ PLAYERS = ["Ada", "Ben", "Cy"]
 # Each space's chair holders as the page shows them: data-chair-seat, or data-chair-seats on a rare space.
 CHAIRS_JS = """() => Object.fromEntries([...document.querySelectorAll('#board [data-space]')].map(
     (e) => [e.dataset.space, e.dataset.chairSeats ?? e.dataset.chairSeat ?? null]))"""
+# Each standard space's tokens below the line as the page shows them: their seats, oldest first.
+BELOW_JS = """() => Object.fromEntries([...document.querySelectorAll('#board [data-space]')]
+    .filter((e) => e.querySelector('.below'))
+    .map((e) => [e.dataset.space,
+                 [...e.querySelectorAll('.below .chip')].map((c) => Number(c.dataset.seat))]))"""
 LOG_JS = """() => [...document.querySelectorAll('#log li')].map(
     (li) => ({version: Number(li.dataset.version), text: li.querySelector('.text').textContent}))"""
 
@@ -67,6 +72,29 @@ def chairs_in(view: dict[str, Any]) -> dict[str, str | None]:
         else:
             chairs[space_id] = None if held["chair"] is None else str(held["chair"]["seat"])
     return chairs
+
+
+def below_in(view: dict[str, Any]) -> dict[str, list[int]]:
+    """What BELOW_JS must read on a page that shows `view`."""
+    return {
+        space_id: [s["seat"] for s in held["below"]]
+        for space_id, held in view["spaces"].items()
+        if held["kind"] == "standard"
+    }
+
+
+async def wait_for_board(page: Any, view: dict[str, Any], timeout: float = 10.0) -> None:
+    """Wait until the page's board shows the chairs and the tokens below the line of `view`."""
+    await wait_for_chairs(page, view, timeout)
+    expected = below_in(view)
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        shown = await page.evaluate(BELOW_JS)
+        if shown == expected:
+            return
+        if asyncio.get_running_loop().time() > deadline:
+            assert shown == expected, f"the board at version {view['version']} differs below the line"
+        await asyncio.sleep(0.05)
 
 
 async def wait_for_chairs(page: Any, view: dict[str, Any], timeout: float = 10.0) -> None:
