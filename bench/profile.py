@@ -5,7 +5,7 @@ spectators), or open loop at `--open-rate` commands/s; the server: ours, or `--s
 both can be profiled at the same offered load.
 
     python -m bench profile [--duration 15] [--rate 100] [--server minimal] [--open-rate 1150]
-                            [--view whole|patch|none]
+                            [--view whole|patch|delta|none]
 
 Writes bench/results/profile*.json (the top entries) and profile*.txt (py-spy's raw folded stacks:
 `flamegraph.pl profile.txt > profile.svg`, or speedscope, draws them). py-spy samples with
@@ -106,7 +106,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--view",
         choices=list(VIEWS),
         default="whole",
-        help="what the clients' hello asks for in live frames (patch: writes *_patch.*)",
+        help="what the clients' hello asks for in live frames (other than whole: writes *_<view>.*)",
     )
     parser.add_argument(
         "--open-rate",
