@@ -86,27 +86,22 @@ def below_in(view: dict[str, Any]) -> dict[str, list[int]]:
 async def wait_for_board(page: Any, view: dict[str, Any], timeout: float = 10.0) -> None:
     """Wait until the page's board shows the chairs and the tokens below the line of `view`."""
     await wait_for_chairs(page, view, timeout)
-    expected = below_in(view)
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        shown = await page.evaluate(BELOW_JS)
-        if shown == expected:
-            return
-        if asyncio.get_running_loop().time() > deadline:
-            assert shown == expected, f"the board at version {view['version']} differs below the line"
-        await asyncio.sleep(0.05)
+    await _wait_until_shown(page, BELOW_JS, below_in(view), f"{view['version']}, below the line", timeout)
 
 
 async def wait_for_chairs(page: Any, view: dict[str, Any], timeout: float = 10.0) -> None:
     """Wait until the page's board shows the chairs of `view`; fail showing both when it does not."""
-    expected = chairs_in(view)
+    await _wait_until_shown(page, CHAIRS_JS, chairs_in(view), str(view["version"]), timeout)
+
+
+async def _wait_until_shown(page: Any, script: str, expected: object, where: str, timeout: float) -> None:
     deadline = asyncio.get_running_loop().time() + timeout
     while True:
-        shown = await page.evaluate(CHAIRS_JS)
+        shown = await page.evaluate(script)
         if shown == expected:
             return
         if asyncio.get_running_loop().time() > deadline:
-            assert shown == expected, f"the board at version {view['version']} differs"
+            assert shown == expected, f"the board at version {where} differs"
         await asyncio.sleep(0.05)
 
 
