@@ -316,3 +316,26 @@ async def test_a_delta_after_the_game_ends_carries_ended_and_nothing_added(serve
     assert watcher.view == await get_view(server.url, game_id)
     await ada.close()
     await watcher.close()
+
+
+async def test_a_delta_client_whose_view_went_wrong_starts_again_from_a_welcome(server: Any) -> None:
+    game_id, tokens = await new_game(server.url, ["Ada"])
+    ada = await GameClient.connect(server.url, game_id, tokens[0])
+    watcher = await GameClient.connect(server.url, game_id, view="delta")
+    for _ in range(3):
+        await ada.place(PERF, "viola")
+    await watcher.wait_for_version(4)
+    assert watcher.view == await get_view(server.url, game_id) and watcher.reconnects == 0
+    assert watcher.view is not None
+    watcher.view["spaces"]["viola"]["below"].pop()  # as a lost frame would leave it
+    await ada.place(PERF, "viola")
+    deadline = asyncio.get_running_loop().time() + 10
+    while watcher.reconnects == 0 or watcher.view is None:
+        assert asyncio.get_running_loop().time() < deadline, "the client never started again"
+        await asyncio.sleep(0.02)
+    assert watcher.view == await get_view(server.url, game_id)
+    await ada.place(PERF, "viola")  # and it follows on with deltas
+    await watcher.wait_for_version(6)
+    assert watcher.view == await get_view(server.url, game_id) and watcher.reconnects == 1
+    await ada.close()
+    await watcher.close()
