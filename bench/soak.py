@@ -5,9 +5,10 @@
     python -m bench.soak --seconds 15 --interval 5      # the CI size
 
 Each game slot plays games back to back: a game of `--players` bots (random legal placements over the
-real protocol, `--pace` seconds apart) and `--spectators` spectators who follow it from version 0; seat 0
-ends the game after its quota. When a game ends, every spectator's history must equal GET
-/games/{id}/events (a mismatch is an error). Every `--storm-every` seconds a storm drops `--storm-share`
+real protocol, `--pace` seconds apart) and `--spectators` spectators who follow it from version 0 (taking
+whole views, view patches and view deltas in turn); seat 0 ends the game after its quota. When a game
+ends, every client's history must equal GET /games/{id}/events, and every spectator's view GET
+/games/{id}/view (a mismatch is an error). Every `--storm-every` seconds a storm drops `--storm-share`
 of all open connections at once (as a network would); the clients resume by themselves with `since`.
 
 Reported per interval (a minute by default): commands answered, latency percentiles of command round
@@ -32,7 +33,7 @@ from typing import Any
 import psutil
 
 from bench.common import RedisServer, ServerProcess, percentiles, raise_nofile
-from client import ConnectionRefused, GameClient, create_game, get_events
+from client import ConnectionRefused, GameClient, create_game, get_events, get_view
 from client.bots import random_placement, read_layout
 from domain import Layout
 
@@ -123,6 +124,10 @@ async def _player(soak: Soak, client: GameClient, rng: random.Random, deadline: 
                 soak.error(f"rejected:{answer['code']}")
 
 
+# What the spectators' hellos ask for, in turn: each way of keeping a view must end at the stored one.
+VIEWS: tuple[bool | str, ...] = (True, "patch", "delta")
+
+
 def _ended(client: GameClient) -> bool:
     return bool(client.envelopes) and client.envelopes[-1]["event"]["type"] == "GameEnded"
 
@@ -132,7 +137,10 @@ async def _game(soak: Soak, rng: random.Random, players: int, spectators: int, d
     game_id = created["game_id"]
     clients: list[GameClient] = []
     try:
-        watchers = [await GameClient.connect(soak.url, game_id, None, since=0) for _ in range(spectators)]
+        watchers = [
+            await GameClient.connect(soak.url, game_id, None, since=0, view=VIEWS[number % len(VIEWS)])
+            for number in range(spectators)
+        ]
         seats = [
             await GameClient.connect(soak.url, game_id, seat["token"], since=0, view=False)
             for seat in created["seats"]
@@ -144,6 +152,7 @@ async def _game(soak: Soak, rng: random.Random, players: int, spectators: int, d
             *(_player(soak, c, random.Random(s), deadline) for c, s in zip(seats, seeds, strict=True))
         )
         stored = await get_events(soak.url, game_id)
+        final = await get_view(soak.url, game_id)
         for client in clients:
             try:
                 await client.wait_for_version(stored[-1]["version"], timeout=10)
@@ -152,6 +161,8 @@ async def _game(soak: Soak, rng: random.Random, players: int, spectators: int, d
                 continue
             if client.envelopes != stored:
                 soak.error("history_mismatch")
+            if client in watchers and client.view != final:
+                soak.error("view_mismatch")
         soak.games_finished += 1
     finally:
         for client in clients:

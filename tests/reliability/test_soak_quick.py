@@ -1,4 +1,5 @@
-"""The soak at CI size (`python -m bench.soak --seconds 12`): bots, spectators and a reconnect storm."""
+"""The soak at CI size (`python -m bench.soak --seconds 12`): bots, spectators (whole views, patches and
+deltas) and reconnect storms."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_a_short_soak_serves_every_game_without_error_through_reconnect_storms(tmp_path: Path) -> None:
     out = tmp_path / "soak.json"
     command = [sys.executable, "-m", "bench.soak", "--seconds", "12", "--interval", "4", "--games", "4"]
-    command += ["--spectators", "2", "--placements", "10", "--storm-every", "3", "--out", str(out)]
+    command += ["--spectators", "3", "--placements", "10", "--storm-every", "3", "--out", str(out)]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report: dict[str, Any] = json.loads(out.read_text())
