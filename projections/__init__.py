@@ -12,7 +12,14 @@ from projections.board import (
     render,
     view_at,
 )
-from projections.delta import ChairSpaceAdded, RareSpaceAdded, SpaceAdded, added
+from projections.delta import (
+    ChairSpaceAdded,
+    RareSpaceAdded,
+    SpaceAdded,
+    ViewDelta,
+    ViewPatch,
+    added,
+)
 from projections.eras import (
     Assigned,
     Counted,
@@ -36,6 +43,8 @@ __all__ = [
     "SpaceAdded",
     "SpaceView",
     "View",
+    "ViewDelta",
+    "ViewPatch",
     "added",
     "apply",
     "count_eras_covered",

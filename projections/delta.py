@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import msgspec
 
-from domain import Seated
+from domain import Score, Seated
 from projections.board import ChairSpaceView, RareSpaceView, SpaceView
 
 
@@ -31,6 +31,26 @@ class RareSpaceAdded(msgspec.Struct, frozen=True, gc=False, tag_field="kind", ta
 
 
 SpaceAdded = ChairSpaceAdded | RareSpaceAdded
+
+
+class ViewPatch(msgspec.Struct, frozen=True):
+    """A live frame's `view_patch`: the spaces that changed, whole, and the fields that move."""
+
+    version: int
+    ended: bool
+    spaces: dict[str, SpaceView]
+    scores: tuple[Score, ...]
+
+
+class ViewDelta(msgspec.Struct, frozen=True):
+    """A live frame's `view_delta`: what each changed space gained (`added`), any space that changed
+    otherwise whole (`spaces`), and the fields that move."""
+
+    version: int
+    ended: bool
+    spaces: dict[str, SpaceView]
+    added: dict[str, SpaceAdded]
+    scores: tuple[Score, ...]
 
 
 def added(before: SpaceView | None, after: SpaceView) -> SpaceAdded | None:

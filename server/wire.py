@@ -13,6 +13,7 @@ import msgspec
 from domain import EndGame, Place
 from domain.messages import CommandId, Ref, Skill, Token
 from domain.vocabulary import Consolation, Material
+from projections import View, ViewDelta, ViewPatch
 
 Version = Annotated[int, msgspec.Meta(ge=0)]
 # A hello's `view`: true (live frames carry the whole view), "patch" (the spaces that changed, whole),
@@ -142,9 +143,9 @@ class EventsFrameShape(msgspec.Struct, frozen=True, tag_field="type", tag="event
     """What the schema says of an `events` frame: one of EventsFrame, PatchFrame, DeltaFrame, HistoryFrame."""
 
     envelopes: list[msgspec.Raw]
-    view: msgspec.Raw | None = None
-    view_patch: msgspec.Raw | None = None
-    view_delta: msgspec.Raw | None = None
+    view: View | None = None
+    view_patch: ViewPatch | None = None
+    view_delta: ViewDelta | None = None
 
 
 ServerFrame = Welcome | Accepted | RejectedFrame | EventsFrameShape

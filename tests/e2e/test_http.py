@@ -196,8 +196,23 @@ async def test_the_schema_lists_every_message_and_real_frames_validate(
         rejected = await ada.place(STRINGS, "oboe")
         ended = await ada.end_game()
         welcome = ada.welcome
-    for frame in (welcome, accepted, rejected, ended):
+    live = []
+    for mode in (True, "patch", "delta"):  # one live frame of each kind
+        game_id, tokens = await new_game(api.url, ["Ada"])
+        async with await GameClient.connect(api.url, game_id, view=mode, reconnect=False) as watcher:
+            async with await GameClient.connect(api.url, game_id, tokens[0], reconnect=False) as cy:
+                await cy.place({"kind": "instrument", "instrument": "rare_winds"}, "rare_winds")
+            live.append(await watcher.next_frame())
+    assert [{"view", "view_patch", "view_delta"} & set(frame) for frame in live] == [
+        {"view"},
+        {"view_patch"},
+        {"view_delta"},
+    ]
+    for frame in (welcome, accepted, rejected, ended, *live):
         server_frame.validate(frame)
+    broken = {**live[2], "view_delta": {**live[2]["view_delta"], "added": {"viola": {"kind": "rare"}}}}
+    with pytest.raises(jsonschema.ValidationError):
+        server_frame.validate(broken)
     view.validate(welcome["view"])
     for item in await get_events(api.url, game_id):
         envelope.validate(item)

@@ -9,7 +9,7 @@ import pytest
 
 from client import DeltaMismatch, apply_delta, apply_patch
 from domain import InstrumentToken, PerformanceToken, Place, Rejected, RepairToken
-from projections import project, render
+from projections import ViewDelta, ViewPatch, project, render
 from server import envelope
 from server.config import Settings
 from server.live import SPACES_CACHE_BYTES, GapError, LiveGame
@@ -155,6 +155,9 @@ async def test_deltas_and_patches_applied_as_a_client_does_give_the_view_rendere
         done += size
         by_delta = apply_delta(by_delta, msgspec.json.decode(live.delta_json))
         by_patch = apply_patch(by_patch, msgspec.json.decode(live.patch_json))
+        # What is sent is what the published types (and so the schema) say, byte for byte.
+        for encoded, kind in ((live.delta_json, ViewDelta), (live.patch_json, ViewPatch)):
+            assert msgspec.json.encode(msgspec.json.decode(encoded, type=kind)) == encoded
         rendered = msgspec.json.decode(msgspec.json.encode(render(live.board.game)))
         assert by_delta == rendered == by_patch, done
     assert live.version == len(records) > 300
