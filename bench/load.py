@@ -109,6 +109,8 @@ class Frame(msgspec.Struct):
 _decode = msgspec.json.Decoder(Frame).decode
 # Where a frame's view begins: it follows the envelopes, and `"` inside a JSON string is escaped, so these
 # bytes can only be the frame's own key.
+# The hello's "view" for each --view choice of the benchmarks.
+VIEWS: dict[str, bool | str] = {"whole": True, "patch": "patch", "delta": "delta", "none": False}
 _VIEW_KEYS = (b',"view":', b',"view_patch":', b',"view_delta":')
 
 

@@ -25,10 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import RESULTS, RedisServer, ServerProcess, raise_nofile, say, write_result
-from bench.load import LoadConfig, brief, run
+from bench.load import VIEWS, LoadConfig, brief, run
 
-# The hello's "view" for each --view choice.
-VIEWS: dict[str, bool | str] = {"whole": True, "patch": "patch", "delta": "delta", "none": False}
 _FRAME = re.compile(r"^(?P<function>.*) \((?P<file>[^()]*?)(?::(?P<line>\d+))?\)$")
 
 

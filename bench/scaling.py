@@ -2,8 +2,13 @@
 minimal), and the per-command cost in a game of 10,000 events vs a new one.
 
 The per-command cost is measured in-process: `domain.decide` alone, and the whole command path of the
-service (`GameService.handle` on the in-memory store: decide, envelope, hash, fold, view), each as the
-median over a few hundred commands on a long game against the same on a fresh game.
+service (`GameService.handle` on the in-memory store: decide, envelope, hash, fold), with the live
+frame's whole view or its view delta, each as the median over a few hundred commands on a long game
+against the same on a fresh game.
+
+`--view` sets what ours' clients ask for in live frames (`whole`, v1's default; `delta` writes
+`scaling_delta.json`): in a closed loop a single game grows by thousands of events in seconds, and its
+whole view with it, so at 1 game the default measures mostly the view's bytes.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import msgspec
 
 from bench.common import RedisServer, raise_nofile, ratio, say, write_result
 from bench.games import build_game, legal_placements, place
-from bench.load import LoadConfig, brief, run_against
+from bench.load import VIEWS, LoadConfig, brief, run_against
 from domain import decide
 
 
@@ -36,21 +41,24 @@ def command_cost(events: int, commands: int) -> dict[str, Any]:
         decide(state, command)
         decide_times.append(time.perf_counter() - started)
 
-    async def handle_all() -> list[float]:
+    async def handle_all(offset: int, frame: str) -> list[float]:
         times: list[float] = []
         for index in range(commands):
-            command = place(index % 3, 10 * events + index, pairs)
+            command = place(index % 3, offset + index, pairs)
             started = time.perf_counter()
             await service.handle(game_id, command)
-            _ = live.view_json  # the server encodes the view once per version for its frames
+            # What the server encodes once per version for its frames: the whole view, or the delta.
+            _ = live.view_json if frame == "whole" else live.delta_json
             times.append(time.perf_counter() - started)
         return times
 
-    handle_times = asyncio.run(handle_all())
+    handle_times = asyncio.run(handle_all(10 * events, "whole"))
+    delta_times = asyncio.run(handle_all(20 * events + 10 * commands, "delta"))
     return {
         "events": len(records),
         "decide_us_median": statistics.median(decide_times) * 1e6,
         "command_path_us_median": statistics.median(handle_times) * 1e6,
+        "command_path_delta_us_median": statistics.median(delta_times) * 1e6,
         "view_json_bytes": len(live.view_json),
         "state_json_bytes": len(msgspec.json.encode(live.board.game)),
     }
@@ -61,6 +69,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--games", default="1,10,100,1000", help="comma-separated game counts")
     parser.add_argument("--duration", type=float, default=5.0)
     parser.add_argument("--long-game", type=int, default=10_000, help="events of the long game")
+    parser.add_argument(
+        "--view", choices=list(VIEWS), default="whole", help="what ours' clients ask for in live frames"
+    )
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
@@ -72,9 +83,11 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     with RedisServer() as redis:
         for games in counts:
             config = LoadConfig(games=games, players=3, spectators=1, mode="closed", duration=duration)
+            # The minimal pipeline's frames carry no view whatever its clients ask.
+            ours = LoadConfig(**{**config.__dict__, "view": VIEWS[args.view]})
             row: dict[str, Any] = {"games": games}
             for kind in ("minimal", "ours"):
-                result = run_against(kind, redis, config)
+                result = run_against(kind, redis, config if kind == "minimal" else ours)
                 say(f"{games} games " + brief(result))
                 row[kind] = {
                     "commands_per_s": result["commands_per_s"],
@@ -93,10 +106,13 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     long = command_cost(long_events, 300)
     decide_ratio = ratio(long["decide_us_median"], fresh["decide_us_median"])
     path_ratio = ratio(long["command_path_us_median"], fresh["command_path_us_median"])
+    delta_path_ratio = ratio(long["command_path_delta_us_median"], fresh["command_path_delta_us_median"])
     say(
         f"decide: new {fresh['decide_us_median']:.1f} us, "
         f"{long_events} events {long['decide_us_median']:.1f} us; "
-        f"command path {fresh['command_path_us_median']:.1f} vs {long['command_path_us_median']:.1f} us"
+        f"command path {fresh['command_path_us_median']:.1f} vs {long['command_path_us_median']:.1f} us, "
+        f"with a delta {fresh['command_path_delta_us_median']:.1f} vs "
+        f"{long['command_path_delta_us_median']:.1f} us"
     )
     summary = {
         "commands_per_s_by_games": {str(r["games"]): r["ours"]["commands_per_s"] for r in rows},
@@ -104,9 +120,11 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         "server_rss_mib_by_games": {str(r["games"]): r["ours"]["server_rss_mib_end"] for r in rows},
         "decide_ratio_long_to_new": decide_ratio,
         "command_path_ratio_long_to_new": path_ratio,
+        "command_path_delta_ratio_long_to_new": delta_path_ratio,
+        "ours_view": args.view,
     }
     path = write_result(
-        "scaling",
+        "scaling" if args.view == "whole" else f"scaling_{args.view}",
         {
             "quick": args.quick,
             "summary": summary,
@@ -117,6 +135,6 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     )
     print(
         f"scaling: {summary['commands_per_s_by_games']} cmd/s; long/new decide {decide_ratio:.1f}x, "
-        f"command path {path_ratio:.1f}x; wrote {path}"
+        f"command path {path_ratio:.1f}x, with a delta {delta_path_ratio:.1f}x; wrote {path}"
     )
     return 0

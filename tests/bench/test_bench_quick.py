@@ -169,6 +169,8 @@ def test_scaling(results: dict[str, dict[str, Any]]) -> None:
     cost = result["command_cost"]
     assert _positive(cost["new"]["decide_us_median"]) and _positive(cost["long"]["decide_us_median"])
     assert cost["long"]["events"] > cost["new"]["events"]
+    assert _positive(cost["new"]["command_path_delta_us_median"])
+    assert _positive(cost["long"]["command_path_delta_us_median"])
 
 
 def test_pipeline(results: dict[str, dict[str, Any]]) -> None:
