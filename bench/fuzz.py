@@ -6,7 +6,8 @@
 It starts its own redis-server and `orchestra serve` on free loopback ports (no per-connection rate
 limit, so every frame reaches the parser), proves that the server's log is captured (a malformed HTTP
 request must show up as uvicorn's "Invalid HTTP request received." warning), then sends `--frames` frames
-over `--connections` sessions (players of several games and spectators). Frames are valid commands and
+over `--connections` sessions (players of several games and spectators, each following the view in
+one of the hello's four ways: whole, patch, delta, none). Frames are valid commands and
 mutations of them: bit flips, truncation, field swaps, type changes, huge values, deep nesting, random
 unicode (lone surrogates among them), extra and missing fields, duplicate keys, binary frames and random
 bytes. Meanwhile a canary player of another game sends a valid command every half second.
@@ -70,7 +71,12 @@ class Mutator:
                 frame["expected_version"] = rng.randint(0, 50)
             return frame
         if pick < 0.97:
-            return {"type": "hello", "token": None, "since": rng.choice([None, 0, 5])}
+            return {
+                "type": "hello",
+                "token": None,
+                "since": rng.choice([None, 0, 5]),
+                "view": rng.choice([True, False, "patch", "delta"]),
+            }
         return {"type": "end_game", "id": f"f{self.count}"}
 
     def frame(self) -> str | bytes:
@@ -263,7 +269,9 @@ async def _session(
     ws = await websockets.connect(url, max_size=None, open_timeout=10, close_timeout=2)
     stats.sessions += 1
     try:
-        await ws.send(json.dumps({"type": "hello", "token": token, "since": None}))
+        # Each way of following a game's view, so that the fuzzed games' frames go out in all of them.
+        view = gen.rng.choice([True, "patch", "delta", False])
+        await ws.send(json.dumps({"type": "hello", "token": token, "since": None, "view": view}))
         welcome = json.loads(await asyncio.wait_for(ws.recv(), 10))
         if welcome.get("type") != "welcome":
             raise RuntimeError(f"no welcome: {welcome}")
