@@ -285,34 +285,25 @@ async def test_patch_and_delta_clients_keep_the_same_view_as_a_full_view_client_
         await client.close()
 
 
-async def test_a_patch_after_the_game_ends_carries_ended_and_no_space(server: Any) -> None:
+@pytest.mark.parametrize("mode", ["patch", "delta"])
+async def test_a_patch_or_delta_after_the_game_ends_carries_ended_and_no_space(
+    server: Any, mode: str
+) -> None:
     game_id, tokens = await new_game(server.url, ["Ada"])
     ada = await GameClient.connect(server.url, game_id, tokens[0])
-    watcher = await GameClient.connect(server.url, game_id, view="patch")
+    watcher = await GameClient.connect(server.url, game_id, view=mode)
     await ada.place(PERF, "viola")
-    first = await watcher.next_frame()
-    assert set(first["view_patch"]["spaces"]) == {"viola"} and first["view_patch"]["version"] == 2
+    first = (await watcher.next_frame())[f"view_{mode}"]
+    assert first["version"] == 2
+    if mode == "patch":
+        assert set(first["spaces"]) == {"viola"}
+    else:  # what the space gained: the chair, nothing below the line yet
+        assert first["spaces"] == {} and first["added"] == {
+            "viola": {"kind": "standard", "chair": {"seat": 0, "token": PERF}, "below_from": 0, "below": []}
+        }
     await ada.end_game()
-    ended = await watcher.next_frame()
-    assert ended["view_patch"]["ended"] is True and ended["view_patch"]["spaces"] == {}
-    assert watcher.view == await get_view(server.url, game_id)
-    await ada.close()
-    await watcher.close()
-
-
-async def test_a_delta_after_the_game_ends_carries_ended_and_nothing_added(server: Any) -> None:
-    game_id, tokens = await new_game(server.url, ["Ada"])
-    ada = await GameClient.connect(server.url, game_id, tokens[0])
-    watcher = await GameClient.connect(server.url, game_id, view="delta")
-    await ada.place(PERF, "viola")
-    first = (await watcher.next_frame())["view_delta"]
-    assert first["version"] == 2 and first["spaces"] == {}
-    assert first["added"] == {
-        "viola": {"kind": "standard", "chair": {"seat": 0, "token": PERF}, "below_from": 0, "below": []}
-    }
-    await ada.end_game()
-    ended = (await watcher.next_frame())["view_delta"]
-    assert ended["ended"] is True and ended["spaces"] == {} and ended["added"] == {}
+    ended = (await watcher.next_frame())[f"view_{mode}"]
+    assert ended["ended"] is True and ended["spaces"] == {} and ended.get("added", {}) == {}
     assert watcher.view == await get_view(server.url, game_id)
     await ada.close()
     await watcher.close()
