@@ -73,8 +73,7 @@ class LiveGame:
         "_spaces_json",
         "_cached_bytes",
         "_budget",
-        "changed",
-        "_replaced",
+        "replaced",
         "listeners",
     )
 
@@ -88,10 +87,9 @@ class LiveGame:
         # the others are not encoded again (a long game's spaces hold hundreds of tokens).
         self._spaces_json: dict[str, tuple[object, msgspec.Raw]] = {}
         self._cached_bytes = 0
-        # The spaces whose view the last ingested batch changed (what a view patch carries).
-        self.changed: tuple[str, ...] = ()
-        # Those spaces as they were before it (what a view delta is measured against).
-        self._replaced: dict[str, SpaceView | None] = {}
+        # The spaces whose view the last ingested batch changed (what a view patch carries), each as it was
+        # before the batch (what a view delta is measured against; None for a space that is new).
+        self.replaced: dict[str, SpaceView | None] = {}
         self.listeners: list[Listener] = []
 
     @property
@@ -130,7 +128,7 @@ class LiveGame:
     def encoded_patch(self) -> msgspec.Struct:
         """`patch_json` as a struct of encoded spaces (see `encoded_view`)."""
         view = self.board.view
-        spaces = {space_id: self._space_json(space_id, view.spaces[space_id]) for space_id in self.changed}
+        spaces = {space_id: self._space_json(space_id, view.spaces[space_id]) for space_id in self.replaced}
         return _EncodedPatch(view.version, view.ended, spaces, view.scores)
 
     @property
@@ -144,10 +142,9 @@ class LiveGame:
         view = self.board.view
         whole: dict[str, msgspec.Raw] = {}
         extended: dict[str, SpaceAdded] = {}
-        replaced = self._replaced
-        for space_id in self.changed:
+        for space_id, before in self.replaced.items():
             space = view.spaces[space_id]
-            addition = added(replaced.get(space_id), space)
+            addition = added(before, space)
             if addition is None:
                 whole[space_id] = self._space_json(space_id, space)
             else:
@@ -204,10 +201,11 @@ class LiveGame:
             board = self.board
             for event in events:
                 board = apply(board, event)
-        self.changed = tuple(
-            space_id for space_id, space in board.view.spaces.items() if before.get(space_id) is not space
-        )
-        self._replaced = {space_id: before.get(space_id) for space_id in self.changed}
+        self.replaced = {
+            space_id: old
+            for space_id, space in board.view.spaces.items()
+            if (old := before.get(space_id)) is not space
+        }
         self.board, self.last_at = board, last_at
         self.head = envelope.chain_hash(fresh[-1].data) if head is None else head
         for listener in self.listeners:

@@ -226,7 +226,7 @@ class RedisEventStore:
             raise ValueError("append needs at least one envelope")
         keys = self._game_keys(game_id, commands_key(game_id))
         first, last, duplicate = await self._script(
-            self._append, APPEND, keys, [expected, command_key, *envelopes], game_id, expected
+            self._append, keys, [expected, command_key, *envelopes], game_id, expected
         )
         return Appended(int(first), int(last), bool(duplicate))
 
@@ -278,7 +278,7 @@ class RedisEventStore:
             keys += [events_key(game_id), commands_key(game_id), appended_channel(game_id, self._db)]
             args += [expected, command_key, len(envelopes), *envelopes]
         try:
-            replies = await self._script(self._append_many, APPEND_MANY, keys, args)
+            replies = await self._script(self._append_many, keys, args)
         except StoreError as exc:
             return [exc for _ in batch]
         results: list[Appended | StoreError] = []
@@ -293,7 +293,6 @@ class RedisEventStore:
     async def _script(
         self,
         script: AsyncScript,
-        source: str,
         keys: Sequence[str],
         args: Sequence[bytes | str | int],
         game_id: str = "",
@@ -305,6 +304,8 @@ class RedisEventStore:
             async with _boundary(self._timeout, game_id, expected):
                 return await script(keys=keys, args=args)
         try:
+            # The scripts are registered from the str sources of server.redis_scripts.
+            source = cast(str, script.script)
             return await self._line.script(script.sha, source, keys, args, self._timeout)
         except _DRIVER_ERRORS as exc:
             raise _translate(exc, game_id, expected) from exc

@@ -209,9 +209,7 @@ class Board {
         if (chairs.length) cell.dataset.chairSeats = chairs.map((s) => s.seat).join(" ");
         else delete cell.dataset.chairSeats;
       } else {
-        chair.replaceChildren(held.chair ? this.chip(held.chair, true) : el("span", "empty", "empty chair"));
-        if (held.chair) cell.dataset.chairSeat = String(held.chair.seat);
-        else delete cell.dataset.chairSeat;
+        this.drawChair(cell, chair, held.chair);
         below.replaceChildren(...(held.below || []).map((s) => this.chip(s, false)));
       }
       if (changed && animate) flash(cell);
@@ -224,6 +222,13 @@ class Board {
     this.root.dataset.version = String(view.version);
     document.body.classList.toggle("ended", Boolean(view.ended));
     return true;
+  }
+
+  // A standard space's First Chair (null: empty).
+  drawChair(cell, chair, seated) {
+    chair.replaceChildren(seated ? this.chip(seated, true) : el("span", "empty", "empty chair"));
+    if (seated) cell.dataset.chairSeat = String(seated.seat);
+    else delete cell.dataset.chairSeat;
   }
 
   // A view delta's additions to one space, drawn without redrawing what the space already shows; false
@@ -243,9 +248,7 @@ class Board {
       cell.dataset.chairSeats = drawn ? `${cell.dataset.chairSeats} ${seats}` : seats;
     } else {
       if (below.childElementCount !== addition.below_from) return false;
-      chair.replaceChildren(addition.chair ? this.chip(addition.chair, true) : el("span", "empty", "empty chair"));
-      if (addition.chair) cell.dataset.chairSeat = String(addition.chair.seat);
-      else delete cell.dataset.chairSeat;
+      this.drawChair(cell, chair, addition.chair);
       below.append(...addition.below.map((s) => this.chip(s, false)));
     }
     if (animate) flash(cell);

@@ -166,7 +166,7 @@ async def test_deltas_and_patches_applied_as_a_client_does_give_the_view_rendere
 async def test_a_delta_stays_small_as_the_game_grows_where_a_patch_does_not() -> None:
     live = await _long_game(GameService(MemoryEventStore()), 400)
     delta = msgspec.json.decode(live.delta_json)
-    (changed,) = live.changed
+    (changed,) = live.replaced
     assert delta["spaces"] == {} and list(delta["added"]) == [changed]
     # The scores (each seat's chairs) come whole in both; a patch also repeats the whole space.
     assert len(live.delta_json) < 2_000 and 3 * len(live.delta_json) < len(live.patch_json)
