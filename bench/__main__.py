@@ -7,7 +7,7 @@
     python -m bench replay [--quick]          folding stored games vs decoding them; rebuilding from Redis
     python -m bench memory [--quick]          per idle spectator, per active game, steady load
     python -m bench scaling [--quick]         1..1,000 games; decide time in a long game
-    python -m bench store [--quick]           our Redis store vs eventsourcing's POPO and SQLite recorders
+    python -m bench store [--quick]           our Redis store vs eventsourcing's recorders, 3 runs
     python -m bench profile [--quick]         py-spy on our server under the throughput load
     python -m bench pipeline [--quick]        the command path's CPU without sockets
 

@@ -208,7 +208,15 @@ def test_store(results: dict[str, dict[str, Any]]) -> None:
         assert _positive(row["appends_per_s"]) and _positive(row["loaded_events_per_s"])
         assert row["events_loaded"] == result["games"] * result["events_per_game"]
         assert row["durability"]
-    floors = result["summary"]["floors_to_sqlite_full"]
+    summary = result["summary"]
+    # --quick is one run: its medians are that run's own ratios.
+    assert summary["runs"] == 1 and len(result["runs"]) == 1
+    assert (
+        summary["ratio_grouped_ours_fsync_always_to_sqlite_full"]
+        == (result["runs"][0]["ratios"]["ratio_grouped_ours_fsync_always_to_sqlite_full"])
+    )
+    assert _positive(summary["ratio_concurrent_ours_fsync_always_to_sqlite_full"])
+    floors = summary["floors_to_sqlite_full"]
     # The scripted round from Python needs no redis-benchmark; the C client's floors do.
     assert _positive(floors["python_script_rounds_to_grouped"])
     for name in ("c_client_one_at_a_time_to_sequential", "c_client_rounds_to_grouped"):
