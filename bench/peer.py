@@ -20,7 +20,8 @@ Durability, side by side:
   commits, a process crash does not). The library has no option for this pragma: its connection pool is
   subclassed to set it on every connection.
 
-Our store talks to Redis over loopback TCP (a round trip per append); the recorders run in-process.
+Our store talks to Redis over loopback TCP (a round trip per append), on the event loop the server runs
+(uvloop); the recorders run in-process.
 
 The whole comparison runs `--repeat` times (3), one run after the other; each ratio compares two rows of
 one run, and the summary gives the median of the runs' ratios (single runs here differ by up to 1.6x,
@@ -58,6 +59,7 @@ from bench.common import RedisServer, ratio, say, write_result
 from bench.games import build_game
 from server.redis_packing import use_hiredis_packing
 from server.redis_store import RedisEventStore
+from server.runner import run as run_on_servers_loop
 
 
 async def ours(url: str, games: list[list[bytes]], mode: str = "sequential") -> dict[str, Any]:
@@ -321,7 +323,7 @@ def one_run(games: list[list[bytes]], quick: bool) -> dict[str, Any]:
         with RedisServer(fsync_always=fsync) as redis:
             label = "ours_redis_fsync_always" if fsync else "ours_redis_no_aof"
             for mode in MODES:
-                row = asyncio.run(ours(redis.url, games, mode))
+                row = run_on_servers_loop(ours(redis.url, games, mode))
                 results[label + SUFFIX[mode]] = {"durability": redis.durability, **row}
             count = sum(len(d) - 1 for d in games)
             raw[label] = {
@@ -329,7 +331,7 @@ def one_run(games: list[list[bytes]], quick: bool) -> dict[str, Any]:
                 "one_client": raw_redis(redis.port, datas[-1], count, 1),
                 "clients_per_game": raw_redis(redis.port, datas[-1], count, len(games)),
                 "one_client_rounds": raw_redis(redis.port, datas[-1], count, 1, pipeline=len(games)),
-                "script_rounds_from_python": asyncio.run(
+                "script_rounds_from_python": run_on_servers_loop(
                     script_rounds(redis.url, datas[-1], len(games), count // len(games))
                 ),
             }
