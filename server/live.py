@@ -120,25 +120,17 @@ class LiveGame:
             )
         return _EncodedView(view.game_id, view.version, view.ended, view.players, spaces, view.scores)
 
-    @property
-    def patch_json(self) -> bytes:
-        """What the last ingested batch changed in the view, encoded (protocol.md's `view_patch`)."""
-        return _encode(self.encoded_patch())
-
     def encoded_patch(self) -> msgspec.Struct:
-        """`patch_json` as a struct of encoded spaces (see `encoded_view`)."""
+        """What the last ingested batch changed in the view (protocol.md's `view_patch`), as a struct of
+        encoded spaces (see `encoded_view`)."""
         view = self.board.view
         spaces = {space_id: self._space_json(space_id, view.spaces[space_id]) for space_id in self.replaced}
         return _EncodedPatch(view.version, view.ended, spaces, view.scores)
 
-    @property
-    def delta_json(self) -> bytes:
-        """What the last ingested batch added to the view, encoded (protocol.md's `view_delta`)."""
-        return _encode(self.encoded_delta())
-
     def encoded_delta(self) -> msgspec.Struct:
-        """`delta_json` as a struct (see `encoded_view`): a space the batch only added to carries the
-        additions; any other changed space (a new one) is encoded whole."""
+        """What the last ingested batch added to the view (protocol.md's `view_delta`), as a struct (see
+        `encoded_view`): a space the batch only added to carries the additions; any other changed space
+        (a new one) is encoded whole."""
         view = self.board.view
         whole: dict[str, msgspec.Raw] = {}
         extended: dict[str, SpaceAdded] = {}
