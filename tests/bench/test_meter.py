@@ -29,7 +29,8 @@ async def _records() -> tuple[str, list[bytes], bytes, bytes, bytes]:
     records = await service.store.read(created.game_id)
     live = LiveGame(created.game_id)
     live.ingest(records)
-    return created.game_id, [r.data for r in records], live.view_json, live.patch_json, live.delta_json
+    patch, delta = msgspec.json.encode(live.encoded_patch()), msgspec.json.encode(live.encoded_delta())
+    return created.game_id, [r.data for r in records], live.view_json, patch, delta
 
 
 Game = tuple[str, list[bytes], bytes, bytes, bytes]
