@@ -43,9 +43,9 @@ from websockets.exceptions import ConnectionClosed
 
 from bench.common import ROOT, RedisServer, ServerProcess, percentiles, raise_nofile, ratio
 from bench.soak import log_problems
-from client import ConnectionRefused, GameClient, create_game
-from client.bots import random_placement
 from domain import STANDARD
+from orchestra_client import ConnectionRefused, GameClient, create_game
+from orchestra_client.bots import random_placement
 
 # The protocol's default limits (bench.common's SERVER_ENV lifts some of them for the benchmarks).
 ABUSE_ENV = {

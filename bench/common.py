@@ -28,8 +28,8 @@ import redis
 import websockets
 from websockets.asyncio.client import ClientConnection
 
-from server.child import ChildServer
-from server.embedded_redis import find_redis_server
+from server.ops.child import ChildServer
+from server.ops.embedded_redis import find_redis_server
 
 ROOT = Path(__file__).resolve().parents[1]
 # BENCH_RESULTS_DIR redirects the JSON files (the CI test writes its quick results to a temporary directory).
@@ -135,7 +135,7 @@ class ServerProcess(ChildServer):
         child_env.update(SERVER_ENV)
         child_env["ORCHESTRA_DATA_DIR"] = str(self.directory / "var")
         child_env.update(env or {})
-        module = "server.cli" if kind == "ours" else "bench.minimal"
+        module = "server.ops.cli" if kind == "ours" else "bench.minimal"
         command = [sys.executable, "-m", module, "serve", "--port", "0", "--redis-url", redis_url, *args]
         super().__init__(command, child_env, self.directory / "server.log", cwd=ROOT)
 

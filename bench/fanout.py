@@ -40,7 +40,7 @@ from bench.common import (
     say,
     write_result,
 )
-from server.runner import run as run_on_servers_loop
+from server.ops.runner import run as run_on_servers_loop
 
 GOAL = 1.3
 

@@ -39,9 +39,9 @@ from websockets.exceptions import ConnectionClosed
 
 from bench.common import RedisServer, ServerProcess, percentiles, raise_nofile
 from bench.soak import log_problems, slope_mib_per_minute
-from client import GameClient, create_game
-from client.bots import random_placement
 from domain import STANDARD
+from orchestra_client import GameClient, create_game
+from orchestra_client.bots import random_placement
 
 WINDOW = 16  # frames in flight per connection
 ANSWER_TIMEOUT = 15.0

@@ -7,9 +7,9 @@ import itertools
 
 from domain import STANDARD, PerformanceToken, Place, RepairToken, legal_spaces
 from domain.messages import Token
-from server.envelope import Record
-from server.memory_store import MemoryEventStore
-from server.service import GameService
+from server.engine.envelope import Record
+from server.engine.service import GameService
+from server.store.memory import MemoryEventStore
 
 
 def legal_placements() -> list[tuple[Token, str]]:

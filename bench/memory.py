@@ -27,7 +27,7 @@ from websockets.asyncio.client import ClientConnection
 from bench.common import CpuMeter, RedisServer, ServerProcess, open_client, raise_nofile, say, write_result
 from bench.games import build_game
 from bench.load import placements
-from server.live import LiveGame
+from server.engine.live import LiveGame
 
 IDLE_GOAL_KIB = 40
 GAME_GOAL_KIB = 64

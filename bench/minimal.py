@@ -35,10 +35,10 @@ from starlette.responses import Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from server.redis_packing import use_hiredis_packing
-from server.redis_scripts import APPEND, commands_key, events_key
-from server.runner import run as run_on_servers_loop
-from server.runner import started_url
+from server.compat.redis import use_hiredis_packing
+from server.ops.runner import run as run_on_servers_loop
+from server.ops.runner import started_url
+from server.store.redis._scripts import APPEND, commands_key, events_key
 
 
 class Hello(msgspec.Struct):

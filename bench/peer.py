@@ -57,9 +57,9 @@ from redis.asyncio import Redis
 
 from bench.common import RedisServer, ratio, say, write_result
 from bench.games import build_game
-from server.redis_packing import use_hiredis_packing
-from server.redis_store import RedisEventStore
-from server.runner import run as run_on_servers_loop
+from server.compat.redis import use_hiredis_packing
+from server.ops.runner import run as run_on_servers_loop
+from server.store.redis import RedisEventStore
 
 
 async def ours(url: str, games: list[list[bytes]], mode: str = "sequential") -> dict[str, Any]:

@@ -9,7 +9,7 @@ envelope and its `events` frame, hand it to 8 writers). Process time per command
 `--rounds` rounds; `--callgrind` also counts ours' instructions per command under valgrind (two runs,
 with and without the measured commands: deterministic, whatever else the machine is doing). Also the
 Python cost of sending one 18.5 KB text frame through ASGI (uvicorn's send) and through the server's
-shared-frame writer (`server.ws_protocol`), the kernel's write left out.
+shared-frame writer (`server.compat.uvicorn`), the kernel's write left out.
 
     python -m bench pipeline [--events 300] [--commands 2000] [--rounds 6] [--callgrind]
 """
@@ -32,9 +32,9 @@ from uvicorn.server import ServerState as _State
 
 from bench.common import ratio, say, write_result
 from bench.games import legal_placements, place
-from server.hub import Hub, Outbox, Subscriber
-from server.memory_store import MemoryEventStore
-from server.service import GameService
+from server.engine.hub import Hub, Outbox, Subscriber
+from server.engine.service import GameService
+from server.store.memory import MemoryEventStore
 
 GAMES = 20
 FOLLOWERS = 8
@@ -143,7 +143,7 @@ def frame_send_us(size: int = 18_500, count: int = 20_000) -> dict[str, float]:
     import uvicorn
     from websockets.protocol import State
 
-    from server.ws_protocol import SharedFrameProtocol
+    from server.compat.uvicorn import SharedFrameProtocol
 
     async def measure() -> dict[str, float]:
         config = uvicorn.Config(_app, ws=SharedFrameProtocol, ws_per_message_deflate=False, log_config=None)

@@ -1,8 +1,8 @@
 """Replay: folding a stored game vs decoding its envelopes alone; rebuilding stored games from Redis.
 
-Fold: `server.envelope.decode` + `projections.project` over a game's stored envelopes (and the server's
+Fold: `server.engine.envelope.decode` + `projections.project` over a game's stored envelopes (and the server's
 own path, `LiveGame.ingest`, which adds the chain hash), in events per second, against
-`server.envelope.decode` (msgspec's typed decode) of the same bytes alone. Rebuild: 10,000 games stored
+`server.engine.envelope.decode` (msgspec's typed decode) of the same bytes alone. Rebuild: 10,000 games stored
 in a fresh redis-server, each read back with `RedisEventStore.read` and folded into a `LiveGame`; the
 time is split between the Redis reads and the Python folding.
 """
@@ -17,10 +17,10 @@ from typing import Any
 from bench.common import RedisServer, ratio, say, write_result
 from bench.games import build_game
 from projections import project
-from server import envelope
-from server.live import LiveGame
-from server.redis_scripts import events_key
-from server.redis_store import RedisEventStore
+from server.engine import envelope
+from server.engine.live import LiveGame
+from server.store.redis import RedisEventStore
+from server.store.redis._scripts import events_key
 
 GOAL = 0.5
 
@@ -41,7 +41,7 @@ def _best_rates(runs: dict[str, Any], events: int, repeat: int) -> dict[str, flo
 
 
 def fold_rates(datas: list[bytes], game_id: str, repeat: int) -> dict[str, float]:
-    from server.envelope import Record
+    from server.engine.envelope import Record
 
     records = [Record(i + 1, d) for i, d in enumerate(datas)]
 

@@ -35,10 +35,10 @@ import websockets
 from websockets.asyncio.client import ClientConnection
 
 from bench.common import RedisServer, ServerProcess, raise_nofile
-from client import GameClient, create_game, get_events
-from client.bots import random_placement, read_layout
 from domain import Layout
-from server.redis_scripts import auth_key, commands_key, events_key
+from orchestra_client import GameClient, create_game, get_events
+from orchestra_client.bots import random_placement, read_layout
+from server.store.redis._scripts import auth_key, commands_key, events_key
 
 MiB = 1024 * 1024
 DEADLINE = 300.0

@@ -33,9 +33,9 @@ from typing import Any
 import psutil
 
 from bench.common import RedisServer, ServerProcess, percentiles, raise_nofile
-from client import ConnectionRefused, GameClient, create_game, get_events, get_view
-from client.bots import random_placement, read_layout
 from domain import Layout
+from orchestra_client import ConnectionRefused, GameClient, create_game, get_events, get_view
+from orchestra_client.bots import random_placement, read_layout
 
 # The server as the soak drives it: the protocol's default limits, except a smaller cache of games
 # held in memory, so the run reaches the cache's bound (and memory its plateau) within minutes.

@@ -46,8 +46,8 @@ from domain import (
 )
 from domain.messages import Token
 from projections import project
-from server.envelope import GENESIS, Envelope, chain_hash, decode, encode
-from server.redis_store import RedisEventStore
+from server.engine.envelope import GENESIS, Envelope, chain_hash, decode, encode
+from server.store.redis import RedisEventStore
 
 RESULT = Path(__file__).resolve().parent / "results" / "store_bench.json"
 

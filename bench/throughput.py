@@ -18,7 +18,7 @@ from redis.asyncio import Redis
 
 from bench.common import RedisServer, raise_nofile, ratio, say, write_result
 from bench.load import LoadConfig, brief, run_against
-from server.redis_scripts import APPEND, commands_key, events_key
+from server.store.redis._scripts import APPEND, commands_key, events_key
 
 GOAL = 0.70
 

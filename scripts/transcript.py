@@ -41,7 +41,7 @@ def own_server() -> Iterator[str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRA_")}
         env["ORCHESTRA_DATA_DIR"] = data
         process = subprocess.Popen(
-            [sys.executable, "-m", "server.cli", "serve", "--port", "0"],
+            [sys.executable, "-m", "server.ops.cli", "serve", "--port", "0"],
             cwd=ROOT,
             env=env,
             stdout=subprocess.PIPE,

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from server.embedded_redis import find_redis_server
+from server.ops.embedded_redis import find_redis_server
 
 ROOT = Path(__file__).resolve().parents[2]
 # The pipeline first: with valgrind it also counts instructions under callgrind, the longest of them.

@@ -9,10 +9,10 @@ import pytest
 
 from bench.games import legal_placements, place
 from bench.load import Frame, timed_part
-from server import wire
-from server.live import LiveGame
-from server.memory_store import MemoryEventStore
-from server.service import GameService
+from server.engine.live import LiveGame
+from server.engine.service import GameService
+from server.protocol import frames as wire
+from server.store.memory import MemoryEventStore
 
 full_decode = msgspec.json.Decoder(Frame).decode
 

@@ -12,8 +12,8 @@ import pytest
 from support.browser import PLAYERS, check_legal_history, new_game, play_bots
 from support.servers import ROOT, ServerProcess
 
-from client import get_events, get_view
-from client.bots import TOLERATED
+from orchestra_client import get_events, get_view
+from orchestra_client.bots import TOLERATED
 
 pytestmark = pytest.mark.e2e
 
@@ -50,7 +50,7 @@ def test_orchestra_demo_plays_a_game_to_its_end(
     start_server: Callable[..., ServerProcess], redis_url: str, tmp_path: Path
 ) -> None:
     demo = subprocess.run(
-        [sys.executable, "-m", "server.cli", "demo", "--port", "0", "--redis-url", redis_url]
+        [sys.executable, "-m", "server.ops.cli", "demo", "--port", "0", "--redis-url", redis_url]
         + ["--pace", "0.01", "0.03", "--placements", "6", "--seed", "2", "--exit-when-done"],
         cwd=ROOT,
         capture_output=True,

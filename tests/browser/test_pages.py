@@ -24,7 +24,7 @@ from support.browser import (
 from support.servers import ServerProcess
 
 import domain
-from client import GameClient, get_events, get_view
+from orchestra_client import GameClient, get_events, get_view
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
@@ -275,7 +275,7 @@ async def test_a_private_game_is_watched_with_the_token_in_the_fragment(
     await wait_for_log(page, 1)
     await page.goto(f"{server.url}/games/{game_id}/replay#token={watch}")
     await page.wait_for_selector('#board[data-version="1"]')
-    assert watch not in server.logs()
+    assert watch not in server.ops.logs()
 
 
 async def test_the_play_page_places_only_where_the_server_says(server: ServerProcess, page: Any) -> None:

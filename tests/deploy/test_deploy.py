@@ -24,8 +24,8 @@ import yaml
 from support.redis import free_port, wait_for_ping
 
 from server import config
-from server.app import create_app
-from server.embedded_redis import find_redis_server
+from server.ops.embedded_redis import find_redis_server
+from server.web.app import create_app
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,7 +40,7 @@ ENV_NAME = re.compile(r"\bORCHESTRA_[A-Z][A-Z0-9_]*\b")
 def graceful_shutdown_seconds() -> int:
     """uvicorn's graceful shutdown timeout as `orchestra serve` sets it."""
     from server.config import Settings
-    from server.runner import uvicorn_server
+    from server.ops.runner import uvicorn_server
 
     seconds = uvicorn_server(Settings()).config.timeout_graceful_shutdown
     assert seconds is not None

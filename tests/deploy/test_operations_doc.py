@@ -10,8 +10,8 @@ import re
 from pathlib import Path
 
 from server import config
-from server.app import create_app
 from server.metrics import Metrics
+from server.web.app import create_app
 
 ROOT = Path(__file__).resolve().parents[2]
 

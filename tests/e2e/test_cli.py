@@ -14,7 +14,7 @@ import httpx
 import pytest
 from support.e2e import PERF, STRINGS, expect_accepted, new_game
 
-from client import GameClient
+from orchestra_client import GameClient
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -22,8 +22,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 async def orchestra(*args: str) -> subprocess.CompletedProcess[str]:
-    """Run `orchestra ARGS` (as `python -m server.cli`) and capture its output."""
-    command = [sys.executable, "-m", "server.cli", *args]
+    """Run `orchestra ARGS` (as `python -m server.ops.cli`) and capture its output."""
+    command = [sys.executable, "-m", "server.ops.cli", *args]
     return await asyncio.to_thread(
         subprocess.run, command, cwd=ROOT, capture_output=True, text=True, timeout=30, check=False
     )

@@ -19,7 +19,7 @@ from support.e2e import (
     next_answer,
 )
 
-from client import ConnectionRefused, GameClient, get_view
+from orchestra_client import ConnectionRefused, GameClient, get_view
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 

@@ -12,7 +12,7 @@ import jsonschema
 import pytest
 from support.e2e import PERF, STRINGS, expect_accepted, new_game
 
-from client import ConnectionRefused, GameClient, get_events
+from orchestra_client import ConnectionRefused, GameClient, get_events
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 

@@ -14,7 +14,7 @@ import pytest
 import redis
 from support.e2e import new_game
 
-from client import GameClient, get_events
+from orchestra_client import GameClient, get_events
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -24,7 +24,7 @@ PERF = {"kind": "performance", "era": "classical"}
 
 def orchestra(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "server.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "server.ops.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=60
     )
 
 

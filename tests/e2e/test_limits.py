@@ -24,7 +24,7 @@ from support.e2e import (
 )
 from websockets.exceptions import ConnectionClosed
 
-from client import ConnectionRefused, GameClient, get_events, get_view
+from orchestra_client import ConnectionRefused, GameClient, get_events, get_view
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -244,7 +244,7 @@ async def test_a_client_that_never_reads_is_closed_with_1013_while_others_keep_r
         await slow.close()
         await ada.close()
         await fast.close()
-    assert_clean_logs(server.logs())
+    assert_clean_logs(server.ops.logs())
 
 
 @pytest.mark.parametrize("view", ["bogus", "PATCH", "Delta", 1, {"patch": True}])

@@ -9,7 +9,7 @@ import httpx
 import pytest
 from support.e2e import PERF, STRINGS, assert_clean_logs, log_lines, next_answer
 
-from client import ConnectionRefused, GameClient
+from orchestra_client import ConnectionRefused, GameClient
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 

@@ -18,10 +18,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from support.e2e import PERF, STRINGS, log_lines, new_game, next_answer
 from support.redis import RedisProcess
 
-from client import GameClient
-from client.bots import read_layout
 from domain import legal_spaces
 from domain.messages import Token
+from orchestra_client import GameClient
+from orchestra_client.bots import read_layout
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -119,7 +119,7 @@ async def test_metrics_count_commands_by_outcome_latency_connections_by_role_and
 
         await eventually(all_gone)
 
-    lines = [line for line in log_lines(server.logs()) if str(line.get("msg", "")).startswith("command ")]
+    lines = [line for line in log_lines(server.ops.logs()) if str(line.get("msg", "")).startswith("command ")]
     assert {line["msg"] for line in lines} == {"command accepted", "command rejected"}
     for line in lines:
         assert {"game_id", "seat", "command_id", "version"} <= line.keys(), line
@@ -189,6 +189,6 @@ async def test_readyz_follows_redis_and_commands_count_redis_errors(
             await eventually(ready_again, timeout=10)
     finally:
         redis_server.stop()
-    lines = [line for line in log_lines(server.logs()) if line.get("msg") == "command unavailable"]
+    lines = [line for line in log_lines(server.ops.logs()) if line.get("msg") == "command unavailable"]
     assert [line["command_id"] for line in lines] == ["during"]
     assert {"game_id", "seat", "command_id", "version", "code"} <= lines[0].keys()

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from support.e2e import new_game
 
-from client import GameClient, apply_delta, apply_patch, create_game, get_events, get_view
+from orchestra_client import GameClient, apply_delta, apply_patch, create_game, get_events, get_view
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 

@@ -22,10 +22,10 @@ from redis.crc import key_slot
 from support.e2e import new_game
 from support.redis import RedisProcess, start_cluster
 
-from client import ConnectionRefused, GameClient, get_events
-from client.bots import random_placement, read_layout
 from domain import Layout
-from server.redis_scripts import auth_key, commands_key, events_key
+from orchestra_client import ConnectionRefused, GameClient, get_events
+from orchestra_client.bots import random_placement, read_layout
+from server.store.redis._scripts import auth_key, commands_key, events_key
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 

@@ -12,7 +12,7 @@ import psutil
 import pytest
 from support.e2e import PERF, STRINGS, assert_clean_logs, expect_accepted, new_game
 
-from client import ConnectionRefused, GameClient, get_events, get_view
+from orchestra_client import ConnectionRefused, GameClient, get_events, get_view
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -56,7 +56,7 @@ async def test_sigterm_closes_every_client_with_1012_and_exits_within_seconds(st
     finally:
         for client in clients:
             await client.close()
-    assert_clean_logs(server.logs())
+    assert_clean_logs(server.ops.logs())
 
 
 async def test_every_command_acknowledged_before_sigterm_is_in_the_stream(start_server: Any) -> None:

@@ -16,7 +16,7 @@ import websockets
 from support.redis import RedisProcess
 from support.reliability import new_game, placement
 
-from client import GameClient
+from orchestra_client import GameClient
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -67,4 +67,4 @@ async def test_an_object_nested_past_the_decoder_depth_is_a_bad_request_and_the_
         with pytest.raises(websockets.ConnectionClosed):
             await asyncio.wait_for(raw.recv(), 5)
         assert raw.close_code == 1008
-    assert "Traceback" not in server.logs()
+    assert "Traceback" not in server.ops.logs()

@@ -18,9 +18,9 @@ import redis
 from support.redis import RedisProcess
 from support.reliability import new_game
 
-from client import GameClient
-from server import envelope
-from server.verify import verify
+from orchestra_client import GameClient
+from server.engine import envelope
+from server.ops.verify import verify
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -108,7 +108,7 @@ async def test_orchestra_verify_finds_a_layout_rewritten_in_redis(
         client.close()
     done = await asyncio.to_thread(
         subprocess.run,
-        [sys.executable, "-m", "server.cli", "verify", game_id, "--server", server.url],
+        [sys.executable, "-m", "server.ops.cli", "verify", game_id, "--server", server.url],
         cwd=ROOT,
         capture_output=True,
         text=True,

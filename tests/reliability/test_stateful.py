@@ -32,7 +32,7 @@ from hypothesis.stateful import (
 )
 from support.reliability import assert_each_applied_once, new_game, placement, stream_of
 
-from client import GameClient
+from orchestra_client import GameClient
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 

@@ -11,10 +11,10 @@ from typing import Any
 
 import msgspec
 
-from server import ws
-from server.committer import Outcome
+from server.engine.committer import Outcome
 from server.metrics import Metrics
-from server.wire import decode_frame
+from server.protocol.frames import decode_frame
+from server.web import ws
 
 
 class _Outbox:

@@ -6,11 +6,11 @@ import asyncio
 from collections.abc import Sequence
 
 from domain import Place, RepairToken
-from server import envelope
-from server.committer import Outcome
-from server.memory_store import MemoryEventStore
-from server.service import GameService
+from server.engine import envelope
+from server.engine.committer import Outcome
+from server.engine.service import GameService
 from server.store import Appended, StoreError
+from server.store.memory import MemoryEventStore
 
 
 class GatedStore(MemoryEventStore):

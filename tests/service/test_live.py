@@ -7,15 +7,15 @@ import random
 import msgspec
 import pytest
 
-from client import DeltaMismatch, apply_delta, apply_patch
 from domain import InstrumentToken, PerformanceToken, Place, Rejected, RepairToken
+from orchestra_client import DeltaMismatch, apply_delta, apply_patch
 from projections import ViewDelta, ViewPatch, project, render
-from server import envelope
 from server.config import Settings
-from server.live import SPACES_CACHE_BYTES, GapError, LiveGame
-from server.memory_store import MemoryEventStore
-from server.service import GameService
-from server.wire import DeltaFrame, EventsFrame, PatchFrame, encode
+from server.engine import envelope
+from server.engine.live import SPACES_CACHE_BYTES, GapError, LiveGame
+from server.engine.service import GameService
+from server.protocol.frames import DeltaFrame, EventsFrame, PatchFrame, encode
+from server.store.memory import MemoryEventStore
 
 CHOICES = [
     (PerformanceToken("classical"), "viola"),

@@ -11,11 +11,11 @@ import pytest
 from domain import InstrumentToken, PerformanceToken, Place, Rejected, RepairToken, Token
 from domain.messages import EndGame
 from projections import project
-from server import envelope
-from server.memory_store import MemoryEventStore
-from server.redis_store import RedisEventStore
-from server.service import GameService
+from server.engine import envelope
+from server.engine.service import GameService
 from server.store import EventStore
+from server.store.memory import MemoryEventStore
+from server.store.redis import RedisEventStore
 
 pytestmark = pytest.mark.integration
 

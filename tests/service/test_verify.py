@@ -9,10 +9,10 @@ import pytest
 
 from domain import InstrumentToken, PerformanceToken, Place, Rejected, RepairToken
 from domain.messages import EndGame
-from server import envelope
-from server.memory_store import MemoryEventStore
-from server.service import GameService
-from server.verify import verify
+from server.engine import envelope
+from server.engine.service import GameService
+from server.ops.verify import verify
+from server.store.memory import MemoryEventStore
 
 CHOICES = [
     (PerformanceToken("classical"), "viola", None),

@@ -21,9 +21,9 @@ from websockets.extensions.permessage_deflate import ClientPerMessageDeflateFact
 from websockets.protocol import State
 from websockets.server import ServerProtocol
 
-from server.hub import Outbox
-from server.ws import shared_writer
-from server.ws_protocol import SharedFrameProtocol, framed
+from server.compat.uvicorn import SharedFrameProtocol, framed
+from server.engine.hub import Outbox
+from server.web.ws import shared_writer
 
 
 def rfc6455_text_frame(text: str) -> bytes:
@@ -231,7 +231,7 @@ async def test_the_frames_of_one_turn_go_out_in_one_write_call_in_order() -> Non
 
 
 async def test_a_connection_past_the_cork_limit_is_written_at_once() -> None:
-    from server.ws_protocol import CORK_BYTES
+    from server.compat.uvicorn import CORK_BYTES
 
     protocol, wire = _open_protocol()
     chunk = b"x" * (CORK_BYTES // 2 - 4)  # two frames, headers and all, fill the limit exactly

@@ -6,7 +6,7 @@ import asyncio
 import inspect
 from typing import Any
 
-from server.ws import _text_sender
+from server.web.ws import _text_sender
 
 
 async def test_a_coroutine_send_is_handed_over_as_it_is() -> None:

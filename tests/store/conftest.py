@@ -15,9 +15,9 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import pytest
 from support.redis import RedisProcess, bounded, start_cluster
 
-from server.memory_store import MemoryEventStore
-from server.redis_store import RedisEventStore
 from server.store import EventStore
+from server.store.memory import MemoryEventStore
+from server.store.redis import RedisEventStore
 
 STORE_DATABASE = 1
 

@@ -9,9 +9,9 @@ import redis.asyncio
 from redis.crc import key_slot
 from support.redis import bounded, new_id
 
-from server.redis_scripts import auth_key, commands_key, events_key
-from server.redis_store import RedisEventStore
 from server.store import Appended, ConcurrencyConflict
+from server.store.redis import RedisEventStore
+from server.store.redis._scripts import auth_key, commands_key, events_key
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 from support.redis import bounded, new_id
 
-from server.envelope import Record
+from server.engine.envelope import Record
 from server.store import Appended, ConcurrencyConflict, EventStore, GameExists, GameNotFound
 
 CREDENTIALS = {"seat:0": "hash-a", "seat:1": "hash-b", "watch": "hash-w"}

@@ -16,8 +16,8 @@ import psutil
 import pytest
 from support.redis import bounded, new_id
 
-from server.embedded_redis import LOCK_NAME, DataDirLocked, EmbeddedRedis
-from server.redis_store import RedisEventStore
+from server.ops.embedded_redis import LOCK_NAME, DataDirLocked, EmbeddedRedis
+from server.store.redis import RedisEventStore
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,7 +26,7 @@ PARENT_SCRIPT = textwrap.dedent(
     """
     import asyncio, sys
     from pathlib import Path
-    from server.embedded_redis import EmbeddedRedis
+    from server.ops.embedded_redis import EmbeddedRedis
 
     async def main() -> None:
         embedded = EmbeddedRedis(Path(sys.argv[1]))

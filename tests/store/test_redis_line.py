@@ -14,10 +14,10 @@ import redis.asyncio
 from redis import exceptions as rx
 from support.redis import RedisProcess, bounded, new_id
 
-from server.redis_line import ScriptLine, _Protocol
-from server.redis_scripts import APPEND, commands_key, events_key
-from server.redis_store import RedisEventStore
 from server.store import Appended, ConcurrencyConflict, StoreUnavailable
+from server.store.redis import RedisEventStore
+from server.store.redis._line import ScriptLine, _Protocol
+from server.store.redis._scripts import APPEND, commands_key, events_key
 
 pytestmark = pytest.mark.integration
 

@@ -13,8 +13,8 @@ from redis.asyncio.connection import Connection, SSLConnection, UnixDomainSocket
 from redis.exceptions import DataError
 from support.redis import RedisProcess, bounded, new_id
 
-from server.redis_packing import HiredisPacking, use_hiredis_packing, with_hiredis_packing
-from server.redis_store import RedisEventStore
+from server.compat.redis import HiredisPacking, use_hiredis_packing, with_hiredis_packing
+from server.store.redis import RedisEventStore
 
 ours = with_hiredis_packing(Connection)()
 # redis-py's asyncio packer, written in Python: the oracle.

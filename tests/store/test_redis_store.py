@@ -15,10 +15,10 @@ import pytest
 import redis.asyncio
 from support.redis import RedisProcess, bounded, free_port, new_id
 
-from server.envelope import Record
-from server.redis_scripts import appended_channel
-from server.redis_store import RedisEventStore
+from server.engine.envelope import Record
 from server.store import StoreError, StoreUnavailable
+from server.store.redis import RedisEventStore
+from server.store.redis._scripts import appended_channel
 
 pytestmark = pytest.mark.integration
 

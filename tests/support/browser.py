@@ -10,8 +10,8 @@ from typing import Any
 import msgspec
 
 import domain
-from client import create_game
-from client.bots import BotResult, play_bot
+from orchestra_client import create_game
+from orchestra_client.bots import BotResult, play_bot
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"

@@ -6,7 +6,7 @@ import asyncio
 import json
 from typing import Any
 
-from client import GameClient, create_game
+from orchestra_client import GameClient, create_game
 
 PERF = {"kind": "performance", "era": "classical"}
 STRINGS = {"kind": "repair", "family": "strings"}

@@ -13,7 +13,7 @@ from typing import TypeVar
 
 import redis
 
-from server.embedded_redis import find_redis_server
+from server.ops.embedded_redis import find_redis_server
 
 T = TypeVar("T")
 

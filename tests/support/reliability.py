@@ -10,9 +10,9 @@ from typing import Any
 
 import httpx
 
-from client import GameClient, create_game, get_events
-from client.bots import random_placement
 from domain import STANDARD, Layout
+from orchestra_client import GameClient, create_game, get_events
+from orchestra_client.bots import random_placement
 
 LAYOUT: Layout = STANDARD
 

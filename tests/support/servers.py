@@ -6,7 +6,7 @@ import os
 import sys
 from pathlib import Path
 
-from server.child import ChildServer
+from server.ops.child import ChildServer
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -22,5 +22,5 @@ class ServerProcess(ChildServer):
             env["ORCHESTRA_REDIS_URL"] = redis_url
         env.setdefault("ORCHESTRA_DATA_DIR", str(directory / "var"))
         directory.mkdir(parents=True, exist_ok=True)
-        command = [sys.executable, "-m", "server.cli", "serve", "--port", str(port)]
+        command = [sys.executable, "-m", "server.ops.cli", "serve", "--port", str(port)]
         super().__init__(command, env, directory / "server.log", cwd=ROOT)

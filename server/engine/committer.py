@@ -20,12 +20,12 @@ import msgspec
 
 from domain import Rejected, UnknownGame, decide, evolve
 from domain.messages import EndGame, Place
-from server.envelope import Envelope, Record
-from server.live import LiveGame
+from server.engine.envelope import Envelope, Record
+from server.engine.live import LiveGame
 from server.store import Appended, ConcurrencyConflict, StoreError, StoreUnavailable
 
 if TYPE_CHECKING:
-    from server.service import GameService
+    from server.engine.service import GameService
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ hiredis as they arrive, resolve the waiting futures in the order the calls were 
 callers pipeline on the one connection and a reply can never reach the wrong caller. Everything else the
 store does (reads, tails, creates) stays on redis-py. TLS (`rediss://`) is left to redis-py entirely.
 
-Failures are redis-py's exceptions (server.redis_store translates them into the port's): a lost connection
+Failures are redis-py's exceptions (server.store.redis translates them into the port's): a lost connection
 fails every call waiting on it with ConnectionError, and the next call connects again. A call cut short
 (its timeout, a cancellation) closes the connection, as redis-py does, so a Redis that stopped answering
 is connected to afresh rather than waited on for ever.

@@ -27,7 +27,7 @@ from domain import (
 from domain.rules import doubles
 from domain.vocabulary import DOUBLING_SKILL, MATERIAL_CHOICE, MATERIALS, RULES_VERSION, Material
 from projections import Board, View, apply
-from server import envelope
+from server.engine import envelope
 
 
 class Report(msgspec.Struct, frozen=True):

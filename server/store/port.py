@@ -7,7 +7,7 @@
     ├── GameExists           a game with this id was already created
     └── UnreadableGame       a stored envelope does not decode (damaged, or from a newer schema)
 
-Adapters: `server.memory_store.MemoryEventStore` and `server.redis_store.RedisEventStore` pass one
+Adapters: `server.store.memory.MemoryEventStore` and `server.store.redis.RedisEventStore` pass one
 contract suite (tests/store/).
 """
 
@@ -18,7 +18,7 @@ from typing import Protocol
 
 import msgspec
 
-from server.envelope import Record
+from server.engine.envelope import Record
 
 
 class StoreError(Exception):

@@ -17,11 +17,12 @@ import msgspec
 from domain import CreateGame, Game, decide
 from domain.messages import EndGame, Event, Place
 from projections import View, project
-from server import auth, envelope
+from server import auth
 from server.clock import utc_now
-from server.committer import Answer, Committer, Outcome
-from server.envelope import Envelope, Record
-from server.live import SPACES_CACHE_BYTES, GapError, Listener, LiveGame
+from server.engine import envelope
+from server.engine.committer import Answer, Committer, Outcome
+from server.engine.envelope import Envelope, Record
+from server.engine.live import SPACES_CACHE_BYTES, GapError, Listener, LiveGame
 from server.store import Appended, EventStore, StoreUnavailable, UnreadableGame
 
 log = logging.getLogger(__name__)

@@ -18,12 +18,12 @@ from typing import Any
 
 import msgspec
 
-from server.envelope import Record
-from server.live import GapError, LiveGame
+from server.engine.envelope import Record
+from server.engine.live import GapError, LiveGame
+from server.engine.service import GameService
 from server.metrics import Metrics
-from server.service import GameService
+from server.protocol.frames import DeltaFrame, EventsFrame, HistoryFrame, PatchFrame, ViewMode, encode
 from server.store import StoreError
-from server.wire import DeltaFrame, EventsFrame, HistoryFrame, PatchFrame, ViewMode, encode
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ class Outbox:
     suspend; a task then finishes it and drains what queues up behind it, and a client that falls
     `limit` frames behind is closed (1013) instead of holding anyone else up. Nothing is written before
     `start` (the welcome and any history go out first, directly). With `write` (the server's shared-frame
-    writer, `server.ws_protocol`), a frame goes without ASGI whenever the connection is plainly open
+    writer, `server.compat.uvicorn`), a frame goes without ASGI whenever the connection is plainly open
     (written when the loop's turn ends, with the connection's other frames of the turn), and through
     `send` otherwise.
     """
@@ -214,7 +214,7 @@ class Hub:
         The frames are encoded now (the view is the one after this batch) and handed to the outboxes at
         once. A round answers its commands before it folds them in (`Committer.submit`'s `answer`), so a
         sender's `accepted` is in its outbox before its game's frame, and both leave in this turn's
-        writes (`server.ws_protocol`).
+        writes (`server.compat.uvicorn`).
         """
         followers = self.subscribers.get(game.game_id)
         if not followers:

@@ -1,6 +1,6 @@
 """The event store on Redis Streams: standalone Redis 6.2+ / Valkey, or Redis Cluster.
 
-Writes are one Lua script each (see `server.redis_scripts`), so a batch is never partly written. Every
+Writes are one Lua script each (see `server.store.redis._scripts`), so a batch is never partly written. Every
 redis-py exception is translated here into the port's `StoreError` family; the shell never sees one.
 Every call is bounded by `asyncio.timeout`, so a hung Redis yields `StoreUnavailable`, never a hang.
 Tails use a second client with its own large pool: a blocked XREAD per tailed game never starves
@@ -20,21 +20,8 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.commands.core import AsyncScript
 
-from server.envelope import Record
-from server.redis_line import ScriptLine
-from server.redis_notify import Notifier
-from server.redis_packing import use_hiredis_packing
-from server.redis_scripts import (
-    APPEND,
-    APPEND_MANY,
-    CREATE,
-    FIELD,
-    GAMES_KEY,
-    appended_channel,
-    auth_key,
-    commands_key,
-    events_key,
-)
+from server.compat.redis import use_hiredis_packing
+from server.engine.envelope import Record
 from server.store import (
     Appended,
     ConcurrencyConflict,
@@ -44,6 +31,19 @@ from server.store import (
     Known,
     StoreError,
     StoreUnavailable,
+)
+from server.store.redis._line import ScriptLine
+from server.store.redis._notify import Notifier
+from server.store.redis._scripts import (
+    APPEND,
+    APPEND_MANY,
+    CREATE,
+    FIELD,
+    GAMES_KEY,
+    appended_channel,
+    auth_key,
+    commands_key,
+    events_key,
 )
 
 Client = Redis | RedisCluster
@@ -139,7 +139,7 @@ class RedisEventStore:
         line: ScriptLine | None = None,
     ) -> None:
         """Use `client` for commands and `tail_client` (its own pool) for blocking reads; appends go over
-        `line` when given (a standalone Redis; see server.redis_line), else over `client`.
+        `line` when given (a standalone Redis; see server.store.redis._line), else over `client`.
 
         A blocking read that gets no answer within `block_ms` plus `timeout` counts as unavailable.
         """
@@ -159,7 +159,7 @@ class RedisEventStore:
             if isinstance(client, RedisCluster)
             else int(client.connection_pool.connection_kwargs.get("db") or 0)
         )
-        # On a standalone Redis tails wait for append notices (see server.redis_notify), on a Cluster
+        # On a standalone Redis tails wait for append notices (see server.store.redis._notify), on a Cluster
         # they block on XREAD.
         self._notifier = (
             None
@@ -304,7 +304,7 @@ class RedisEventStore:
             async with _boundary(self._timeout, game_id, expected):
                 return await script(keys=keys, args=args)
         try:
-            # The scripts are registered from the str sources of server.redis_scripts.
+            # The scripts are registered from the str sources of server.store.redis._scripts.
             source = cast(str, script.script)
             return await self._line.script(script.sha, source, keys, args, self._timeout)
         except _DRIVER_ERRORS as exc:

@@ -22,11 +22,11 @@ from starlette.staticfiles import StaticFiles
 
 from domain import Token, legal_spaces
 from domain.rules import materials_needed
-from server.http import error, json, may_read, unavailable
 from server.store import StoreError
+from server.web.http import error, json, may_read, unavailable
 
 if TYPE_CHECKING:
-    from server.app import Context
+    from server.web.app import Context
 
 STATIC = Path(__file__).resolve().parent / "static"
 

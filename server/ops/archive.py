@@ -12,9 +12,9 @@ from pathlib import Path
 import msgspec
 
 from domain import GameEnded
-from server import envelope
+from server.engine import envelope
+from server.ops.verify import verify
 from server.store import EventStore
-from server.verify import verify
 
 
 class ArchiveError(Exception):

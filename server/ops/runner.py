@@ -8,9 +8,9 @@ from typing import Any, TypeVar
 
 import uvicorn
 
-from server.app import create_app
+from server.compat.uvicorn import SharedFrameProtocol
 from server.config import Settings
-from server.ws_protocol import SharedFrameProtocol
+from server.web.app import create_app
 
 T = TypeVar("T")
 
@@ -22,7 +22,7 @@ def uvicorn_server(settings: Settings, graceful_seconds: int = 5) -> uvicorn.Ser
         host=settings.host,
         port=settings.port,
         # The sans-I/O websockets implementation costs the least per message of uvicorn's three; ours
-        # adds a direct write of frames shared by many clients (server.ws_protocol).
+        # adds a direct write of frames shared by many clients (server.compat.uvicorn).
         ws=SharedFrameProtocol,
         # Frames up to the limit are read and, when too large, refused politely (too_large); far larger
         # ones are cut off by the protocol layer itself (close 1009) before they are buffered whole.

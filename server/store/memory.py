@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Mapping, Sequence
 
-from server.envelope import Record
+from server.engine.envelope import Record
 from server.store import Appended, ConcurrencyConflict, GameExists, GameNotFound, Held, Known, StoreError
 
 

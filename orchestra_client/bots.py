@@ -17,11 +17,11 @@ from typing import Any
 
 import msgspec
 
-from client.http import get_events
-from client.session import GameClient
 from domain import Layout, Token, legal_spaces
 from domain.rules import materials_needed
 from domain.vocabulary import CONSOLATIONS, ERAS, FAMILIES, MATERIALS
+from orchestra_client.http import get_events
+from orchestra_client.session import GameClient
 
 # Rejections a bot shrugs off and goes on after: the server was busy, or the command lost a race.
 TOLERATED = frozenset({"rate_limited", "unavailable", "stale_version"})

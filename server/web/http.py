@@ -11,12 +11,13 @@ from starlette.responses import Response, StreamingResponse
 
 from domain import Rejected
 from domain.messages import Name
-from server import auth, schema
-from server.live import LiveGame
+from server import auth
+from server.engine.live import LiveGame
+from server.protocol import schema
 from server.store import StoreError, UnreadableGame
 
 if TYPE_CHECKING:
-    from server.app import Context
+    from server.web.app import Context
 
 _encode = msgspec.json.Encoder().encode
 

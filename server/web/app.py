@@ -17,14 +17,14 @@ from pathlib import Path
 from starlette.applications import Starlette
 from starlette.routing import Route, WebSocketRoute
 
-from server import http, pages, ws
 from server.config import Settings
-from server.embedded_redis import EmbeddedRedis
-from server.hub import Hub
+from server.engine.hub import Hub
+from server.engine.service import GameService
 from server.metrics import Metrics
-from server.redis_store import RedisEventStore
-from server.service import GameService
+from server.ops.embedded_redis import EmbeddedRedis
 from server.store import EventStore
+from server.store.redis import RedisEventStore
+from server.web import http, pages, ws
 
 log = logging.getLogger(__name__)
 

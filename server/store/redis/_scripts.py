@@ -10,7 +10,7 @@ them live in one slot and a single script may touch them all:
 
 and one pub/sub channel, `orchestra:{<game_id>}:appended` (`...:appended:<db>` on a database other than
 0), on which each append on a standalone Redis publishes the game's new version (nodes' tails wait for
-it; see `server.redis_notify`).
+it; see `server.store.redis._notify`).
 """
 
 from __future__ import annotations

@@ -13,10 +13,10 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from client import create_game
-from client.bots import BotResult, play_bot
+from orchestra_client import create_game
+from orchestra_client.bots import BotResult, play_bot
 from server.config import Settings
-from server.runner import started_url, uvicorn_server
+from server.ops.runner import started_url, uvicorn_server
 
 PLAYERS = ["Ada", "Ben", "Cy"]
 log = logging.getLogger(__name__)

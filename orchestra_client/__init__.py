@@ -21,8 +21,8 @@ game ends or the quota is done; the bot of seat 0 then ends the game. `orchestra
 them (Ada, Ben, Cy) against a server it starts, and prints the link to watch them.
 """
 
-from client.http import create_game, get_events, get_view
-from client.session import (
+from orchestra_client.http import create_game, get_events, get_view
+from orchestra_client.session import (
     Answer,
     ConnectionRefused,
     DeltaMismatch,

@@ -160,7 +160,7 @@ def _settings(args: argparse.Namespace) -> Settings | None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from server import logs, runner
+    from server.ops import logs, runner
 
     settings = _settings(args)
     if settings is None:
@@ -185,8 +185,8 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from server import logs, runner
-    from server.demo import DemoOptions, run_demo
+    from server.ops import logs, runner
+    from server.ops.demo import DemoOptions, run_demo
 
     settings = _settings(args)
     if settings is None:
@@ -273,7 +273,7 @@ def _verify(args: argparse.Namespace) -> int:
     import msgspec
 
     from projections import View
-    from server.verify import verify
+    from server.ops.verify import verify
 
     base = f"{args.server.rstrip('/')}/games/{args.game}"
     status, answer = _request("GET", f"{base}/events", token=args.token)
@@ -293,10 +293,10 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _archive(args: argparse.Namespace) -> int:
-    from server.archive import ArchiveError, archive
-    from server.embedded_redis import URL_NAME, DataDirLocked, EmbeddedRedis
-    from server.redis_store import RedisEventStore
+    from server.ops.archive import ArchiveError, archive
+    from server.ops.embedded_redis import URL_NAME, DataDirLocked, EmbeddedRedis
     from server.store import StoreError
+    from server.store.redis import RedisEventStore
 
     async def run() -> int:
         embedded: EmbeddedRedis | None = None

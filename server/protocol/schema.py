@@ -9,8 +9,8 @@ import msgspec
 
 from domain import Command, Event
 from projections import View
-from server.envelope import Envelope
-from server.wire import ClientFrame, ServerFrame
+from server.engine.envelope import Envelope
+from server.protocol.frames import ClientFrame, ServerFrame
 
 
 @functools.cache

@@ -16,12 +16,11 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from domain import Rejected
 from server import auth
-from server.committer import Outcome
-from server.hub import TOO_SLOW, Outbox, Subscriber
-from server.limits import TokenBucket
-from server.live import LiveGame
-from server.store import StoreError
-from server.wire import (
+from server.compat.uvicorn import SHARED_TEXT
+from server.engine.committer import Outcome
+from server.engine.hub import TOO_SLOW, Outbox, Subscriber
+from server.engine.live import LiveGame
+from server.protocol.frames import (
     Accepted,
     CommandFrame,
     Hello,
@@ -32,10 +31,11 @@ from server.wire import (
     readable_id,
     rejected,
 )
-from server.ws_protocol import SHARED_TEXT
+from server.protocol.limits import TokenBucket
+from server.store import StoreError
 
 if TYPE_CHECKING:
-    from server.app import Context
+    from server.web.app import Context
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ class GameSocket:
 
     Starlette's WebSocket checks its state machine on every message it sends; a game's every frame goes
     to each of its clients, so the outbox writes frames with the server's shared-frame writer when it
-    offers one (`server.ws_protocol`), else hands them to the `send` the app is called with (the ASGI
+    offers one (`server.compat.uvicorn`), else hands them to the `send` the app is called with (the ASGI
     server's, behind Starlette's exception wrapper), which refuses them itself once the connection is
     gone. Everything else (hello, welcome, history, answers to refused connections, close) goes through
     the WebSocket.
@@ -76,7 +76,7 @@ async def _awaited(awaitable: Awaitable[None]) -> None:
 
 
 def shared_writer(scope: Scope) -> Callable[[bytes], bool] | None:
-    """The server's direct writer of shared text frames, when it offers one (server.ws_protocol)."""
+    """The server's direct writer of shared text frames, when it offers one (server.compat.uvicorn)."""
     offered = scope.get("extensions", {}).get(SHARED_TEXT)
     write = offered.get("write") if isinstance(offered, dict) else None
     return write if callable(write) else None

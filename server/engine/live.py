@@ -13,8 +13,8 @@ import msgspec
 
 from domain import Event, Score
 from projections import Board, PlayerView, SpaceAdded, SpaceView, added, apply, project
-from server import envelope
-from server.envelope import GENESIS, Record
+from server.engine import envelope
+from server.engine.envelope import GENESIS, Record
 
 Listener = Callable[["LiveGame", Sequence[Record]], None]
 

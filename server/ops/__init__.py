@@ -1,0 +1,1 @@
+"""Running the server: the command line, uvicorn, the embedded Redis, logs, archive and verify."""

@@ -1,0 +1,31 @@
+"""The event store: the port the engine needs from storage, its errors, and its adapters.
+
+The port and its error tree live in `server.store.port`; the adapters are `server.store.memory`
+(`MemoryEventStore`) and `server.store.redis` (`RedisEventStore`), and both pass one contract suite.
+"""
+
+from server.store.port import (
+    Appended,
+    ConcurrencyConflict,
+    EventStore,
+    GameExists,
+    GameNotFound,
+    Held,
+    Known,
+    StoreError,
+    StoreUnavailable,
+    UnreadableGame,
+)
+
+__all__ = [
+    "Appended",
+    "ConcurrencyConflict",
+    "EventStore",
+    "GameExists",
+    "GameNotFound",
+    "Held",
+    "Known",
+    "StoreError",
+    "StoreUnavailable",
+    "UnreadableGame",
+]

@@ -1,0 +1,1 @@
+"""The HTTP and websocket routes, the pages, and the app that wires them (`create_app`)."""
