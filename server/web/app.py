@@ -11,7 +11,6 @@ import contextlib
 import gc
 import logging
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from starlette.applications import Starlette
@@ -25,19 +24,9 @@ from server.ops.embedded_redis import EmbeddedRedis
 from server.store import EventStore
 from server.store.redis import RedisEventStore
 from server.web import http, pages, ws
+from server.web.context import Context
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class Context:
-    """Everything a request handler needs, built once per app."""
-
-    settings: Settings
-    service: GameService
-    hub: Hub
-    metrics: Metrics = field(default_factory=Metrics)
-    embedded: EmbeddedRedis | None = None
 
 
 def create_app(settings: Settings | None = None, store: EventStore | None = None) -> Starlette:

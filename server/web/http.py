@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import Annotated, Literal
 
 import msgspec
 from starlette.requests import Request
@@ -15,9 +15,7 @@ from server import auth
 from server.engine.live import LiveGame
 from server.protocol import schema
 from server.store import StoreError, UnreadableGame
-
-if TYPE_CHECKING:
-    from server.web.app import Context
+from server.web.context import Context
 
 _encode = msgspec.json.Encoder().encode
 

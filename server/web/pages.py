@@ -12,7 +12,6 @@ only the spaces whose placement must name materials (Rare Strings), as many as t
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import msgspec
 from starlette.requests import Request
@@ -23,10 +22,8 @@ from starlette.staticfiles import StaticFiles
 from domain import Token, legal_spaces
 from domain.rules import materials_needed
 from server.store import StoreError
+from server.web.context import Context
 from server.web.http import error, json, may_read, unavailable
-
-if TYPE_CHECKING:
-    from server.web.app import Context
 
 STATIC = Path(__file__).resolve().parent / "static"
 

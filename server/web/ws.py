@@ -7,7 +7,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 from starlette.types import Receive, Scope
@@ -33,9 +33,7 @@ from server.protocol.frames import (
 )
 from server.protocol.limits import TokenBucket
 from server.store import StoreError
-
-if TYPE_CHECKING:
-    from server.web.app import Context
+from server.web.context import Context
 
 log = logging.getLogger(__name__)
 

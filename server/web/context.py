@@ -1,0 +1,22 @@
+"""What every route needs, built once per app in its lifespan and found at `app.state.ctx`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from server.config import Settings
+from server.engine.hub import Hub
+from server.engine.service import GameService
+from server.metrics import Metrics
+from server.ops.embedded_redis import EmbeddedRedis
+
+
+@dataclass
+class Context:
+    """Everything a request handler needs, built once per app."""
+
+    settings: Settings
+    service: GameService
+    hub: Hub
+    metrics: Metrics = field(default_factory=Metrics)
+    embedded: EmbeddedRedis | None = None
