@@ -57,9 +57,8 @@ def setup(level: str = "info", stream: Any = None) -> None:
     """Send the server's and uvicorn's logs to `stream` (stderr) as JSON lines."""
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(JsonFormatter())
-    # A line holds none of the caller's file and line, thread or process: logging's documented switches
-    # stop it collecting them for every record (a third of a command's log line).
-    logging._srcfile = None
+    # A line holds none of the caller's thread or process: logging's documented switches stop it
+    # collecting them for every record.
     logging.logThreads = False
     logging.logProcesses = False
     logging.logMultiprocessing = False
