@@ -1,6 +1,6 @@
 """`python -m bench <name>`: the load generator and the benchmarks of docs/performance.md.
 
-    python -m bench load --start ours --games 20 --players 3 --spectators 5 --duration 10
+    python -m bench load [--quick]            the table workload: ours vs the minimal pipeline, interference
     python -m bench throughput [--quick]      ours vs the minimal pipeline, closed loop
     python -m bench latency [--quick]         open loop at half the minimal pipeline's max rate
     python -m bench fanout [--quick]          one event to 1,000 spectators vs websockets broadcast()
@@ -10,8 +10,11 @@
     python -m bench store [--quick]           our Redis store vs eventsourcing's recorders, 3 runs
     python -m bench profile [--quick]         py-spy on our server under the throughput load
     python -m bench pipeline [--quick]        the command path's CPU without sockets
+    python -m bench plot [--quick]            docs/*.png from the results of load and scaling
+    python -m bench generator --start ours --games 20 --players 3 --spectators 5 --duration 10
+                                              the generic load generator the others drive
 
-Each benchmark writes bench/results/<name>.json with its raw numbers and ratios.
+Each benchmark writes bench/results/<name>.json (git-ignored) with its raw numbers and ratios.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import importlib
 import sys
 
 BENCHMARKS = {
+    "load": "bench.load",
     "throughput": "bench.throughput",
     "latency": "bench.latency",
     "fanout": "bench.fanout",
@@ -30,6 +34,8 @@ BENCHMARKS = {
     "store": "bench.peer",
     "profile": "bench.profile",
     "pipeline": "bench.pipeline",
+    "plot": "bench.plot",
+    "generator": "bench.generator",
 }
 
 
@@ -39,17 +45,12 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     sub = parser.add_subparsers(dest="name", required=True)
-    from bench import load
-
-    load.add_arguments(sub.add_parser("load", help="the load generator"))
     modules = {}
     for name, module_name in BENCHMARKS.items():
         module = importlib.import_module(module_name)
         modules[name] = module
         module.add_arguments(sub.add_parser(name, help=(module.__doc__ or "").splitlines()[0]))
     args = parser.parse_args(argv)
-    if args.name == "load":
-        return load.main(args, argv)
     result: int = modules[args.name].main(args, argv)
     return result
 

@@ -601,10 +601,10 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         config.url = args.url
         result = run(config)
     else:
-        print("bench load: give --url or --start", file=sys.stderr)
+        print("bench generator: give --url or --start", file=sys.stderr)
         return 2
     say(brief(result))
-    path = write_result("load", {"result": result}, argv)
+    path = write_result("generator", {"result": result}, argv)
     print(json.dumps({k: v for k, v in result.items() if k != "config"}, indent=2))
     say(f"wrote {path}")
     return 0

@@ -23,7 +23,7 @@ import statistics
 from typing import Any
 
 from bench.common import RedisServer, raise_nofile, ratio, say, write_result
-from bench.load import LoadConfig, brief, run_against
+from bench.generator import LoadConfig, brief, run_against
 
 GOAL = 1.5
 

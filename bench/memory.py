@@ -26,7 +26,7 @@ from websockets.asyncio.client import ClientConnection
 
 from bench.common import CpuMeter, RedisServer, ServerProcess, open_client, raise_nofile, say, write_result
 from bench.games import build_game
-from bench.load import placements
+from bench.generator import placements
 from server.engine.live import LiveGame
 
 IDLE_GOAL_KIB = 40

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import RESULTS, RedisServer, ServerProcess, raise_nofile, say, write_result
-from bench.load import VIEWS, LoadConfig, brief, run
+from bench.generator import VIEWS, LoadConfig, brief, run
 
 _FRAME = re.compile(r"^(?P<function>.*) \((?P<file>[^()]*?)(?::(?P<line>\d+))?\)$")
 

@@ -23,7 +23,7 @@ import msgspec
 
 from bench.common import RedisServer, raise_nofile, ratio, say, write_result
 from bench.games import build_game, legal_placements, place
-from bench.load import VIEWS, LoadConfig, brief, run_against
+from bench.generator import VIEWS, LoadConfig, brief, run_against
 from domain import decide
 
 

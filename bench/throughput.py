@@ -17,7 +17,7 @@ import msgspec
 from redis.asyncio import Redis
 
 from bench.common import RedisServer, raise_nofile, ratio, say, write_result
-from bench.load import LoadConfig, brief, run_against
+from bench.generator import LoadConfig, brief, run_against
 from server.store.redis._scripts import APPEND, commands_key, events_key
 
 GOAL = 0.70

@@ -8,7 +8,7 @@ import msgspec
 import pytest
 
 from bench.games import legal_placements, place
-from bench.load import Frame, timed_part
+from bench.generator import Frame, timed_part
 from server.engine.live import LiveGame
 from server.engine.service import GameService
 from server.protocol import frames as wire

@@ -1,0 +1,584 @@
+"""The table workload: ours against the minimal pipeline, tables of players in turn, and interference.
+
+`--tables` tables play at once, each 3 players and 3 spectators, all with the default hello (no `view`
+field). Players place in turn (seat 0, 1, 2, 0, ...), each waiting for its `accepted` answer before the
+next one sends; after `--placements` placements the table creates a new game (POST /games, 6 websockets,
+6 hellos, all inside the measured time) and plays on. Placements cycle through legal performance and
+repair placements of the standard layout, as bench/games.py places them.
+
+Per command the meter takes the time from its send until every client of its table has it: the sender's
+`accepted` answer and an `events` frame holding its envelope (matched by command id and seat) at each of
+the 5 other clients. Rounds alternate the servers (ours, minimal, then ours under interference), each run
+on a fresh server process, all on one redis-server of their own.
+
+Interference, on ours only, from a process of its own: a late spectator reads the whole history of a
+game of `--long-game` events (a websocket hello with `"since": 0`, then GET /games/{id}/events, in
+turn, again and again), while `--cold-games` games the server has never held (written to Redis before
+the server starts) are loaded by GET /games/{id}, spread over the run.
+
+    python -m bench load [--rounds 3] [--duration 20] [--tables 12] [--late-every 1] [--no-interference]
+    python -m bench load --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import gc
+import multiprocessing as mp
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, cast
+
+import httpx
+import msgspec
+import websockets
+
+from bench.common import (
+    CpuMeter,
+    RedisServer,
+    ServerProcess,
+    percentiles,
+    raise_nofile,
+    ratio,
+    say,
+    write_result,
+)
+from bench.generator import placements
+from bench.light_client import LightSocket
+
+ANSWER_TIMEOUT = 10.0
+# How long a table waits, at the end of a game, for its last command's frames before it moves on.
+SETTLE_SECONDS = 2.0
+GOALS = {"throughput_min": 1.0, "p99_max": 1.1, "cpu_per_command_max": 1.0, "interference_p99_max": 1.2}
+
+
+@dataclass
+class TableConfig:
+    """One run of the table workload against one server."""
+
+    url: str = ""
+    tables: int = 12
+    players: int = 3
+    spectators: int = 3
+    placements: int = 120
+    duration: float = 20.0
+    server_pid: int | None = None
+    redis_pid: int | None = None
+    tag: str = "r0"
+
+
+class Envelope(msgspec.Struct):
+    version: int = 0
+    command_id: str | None = None
+    seat: int | None = None
+
+
+class Frame(msgspec.Struct):
+    type: str
+    id: str | None = None
+    code: str | None = None
+    envelopes: list[Envelope] = []
+
+
+_decode = msgspec.json.Decoder(Frame).decode
+_VIEW_KEYS = (b',"view":', b',"view_patch":', b',"view_delta":')
+
+
+def envelopes_of(frame: bytes) -> Frame:
+    """An `events` frame's envelopes, without parsing the view after them (a whole view is tens of KB;
+    parsing it at every client would load the meter, which shares the machine with the servers)."""
+    for key in _VIEW_KEYS:
+        cut = frame.find(key)
+        if cut >= 0:
+            with contextlib.suppress(msgspec.DecodeError):
+                return _decode(frame[:cut] + b"}")
+            break
+    return _decode(frame)
+
+
+class Pending:
+    """A command in flight: when it was sent, by which seat, and who has it so far."""
+
+    __slots__ = ("sent", "seat", "accepted", "others", "future")
+
+    def __init__(self, sent: float, seat: int, future: asyncio.Future[bool]) -> None:
+        self.sent, self.seat, self.future = sent, seat, future
+        self.accepted = False
+        self.others = 0
+
+
+class Tables:
+    """The meter: every table of one run, in one process."""
+
+    def __init__(self, config: TableConfig) -> None:
+        self.config = config
+        self.bodies = placements()
+        self.others = config.players + config.spectators - 1
+        self.pending: dict[str, Pending] = {}
+        self.complete: list[float] = []
+        self.ack: list[float] = []
+        self.accepted = 0
+        self.sent = 0
+        self.rejected: dict[str, int] = {}
+        self.errors: dict[str, int] = {}
+        self.games = 0
+        self.game_setup: list[float] = []
+        self.last_done = 0.0
+
+    def _error(self, kind: str) -> None:
+        self.errors[kind] = self.errors.get(kind, 0) + 1
+
+    def _done(self, cid: str, item: Pending, now: float) -> None:
+        if item.accepted and item.others >= self.others:
+            self.complete.append(now - item.sent)
+            self.last_done = now
+            del self.pending[cid]
+
+    async def _read(self, ws: LightSocket, seat: int) -> None:
+        pending = self.pending
+        clock = time.perf_counter
+        try:
+            while True:
+                data = cast(bytes, await ws.recv(decode=False))
+                now = clock()
+                if data.startswith(b'{"type":"events"'):
+                    for env in envelopes_of(data).envelopes:
+                        item = pending.get(env.command_id) if env.command_id is not None else None
+                        # The sender counts by its answer; its own copy of the frame is not awaited.
+                        if item is not None and item.seat == env.seat and seat != env.seat:
+                            item.others += 1
+                            self._done(cast(str, env.command_id), item, now)
+                    continue
+                frame = _decode(data)
+                item = pending.get(frame.id) if frame.id is not None else None
+                if item is None:
+                    continue
+                if frame.type == "accepted":
+                    self.accepted += 1
+                    self.ack.append(now - item.sent)
+                    item.accepted = True
+                    if not item.future.done():
+                        item.future.set_result(True)
+                    self._done(cast(str, frame.id), item, now)
+                elif frame.type == "rejected":
+                    code = frame.code or "?"
+                    self.rejected[code] = self.rejected.get(code, 0) + 1
+                    del pending[cast(str, frame.id)]
+                    if not item.future.done():
+                        item.future.set_result(False)
+        except websockets.ConnectionClosed:
+            pass
+        except Exception:
+            self._error("read")
+
+    async def _game(self, http: httpx.AsyncClient, ws_base: str, table: int, deadline: float) -> None:
+        config, clock = self.config, time.perf_counter
+        loop = asyncio.get_running_loop()
+        started = clock()
+        response = await http.post("/games", json={"players": [f"P{i}" for i in range(config.players)]})
+        response.raise_for_status()
+        created = response.json()
+        game_id, number = created["game_id"], self.games
+        self.games += 1
+        url = f"{ws_base}/games/{game_id}/ws"
+        tokens: list[tuple[str | None, int]] = [(s["token"], s["seat"]) for s in created["seats"]]
+        tokens += [(None, -1)] * config.spectators
+
+        async def join(token: str | None) -> LightSocket:
+            ws = await LightSocket.connect(url)
+            await ws.send(msgspec.json.encode({"type": "hello", "token": token, "since": None}).decode())
+            welcome = _decode(cast(bytes, await asyncio.wait_for(ws.recv(decode=False), 30)))
+            if welcome.type != "welcome":
+                raise RuntimeError(f"no welcome: {welcome}")
+            return ws
+
+        sockets = await asyncio.gather(*(join(token) for token, _ in tokens))
+        readers = [
+            asyncio.create_task(self._read(ws, seat)) for ws, (_, seat) in zip(sockets, tokens, strict=True)
+        ]
+        self.game_setup.append(clock() - started)
+        players = sockets[: config.players]
+        try:
+            for index in range(config.placements):
+                if clock() >= deadline:
+                    break
+                seat = index % config.players
+                cid = f"{config.tag}t{table}g{number}n{index}"
+                body = self.bodies[(index * 7 + seat) % len(self.bodies)]
+                item = Pending(clock(), seat, loop.create_future())
+                self.pending[cid] = item
+                self.sent += 1
+                await players[seat].send(f'{{"type":"place","id":"{cid}",{body}}}')
+                try:
+                    await asyncio.wait_for(item.future, ANSWER_TIMEOUT)
+                except TimeoutError:
+                    self._error("answer_timeout")
+            settle = clock() + SETTLE_SECONDS
+            prefix = f"{config.tag}t{table}g{number}n"
+            while clock() < settle and any(cid.startswith(prefix) for cid in self.pending):
+                await asyncio.sleep(0.005)
+        finally:
+            for task in readers:
+                task.cancel()
+            await asyncio.gather(*(ws.close() for ws in sockets), return_exceptions=True)
+            await asyncio.gather(*readers, return_exceptions=True)
+
+    async def _table(self, http: httpx.AsyncClient, ws_base: str, table: int, deadline: float) -> None:
+        while time.perf_counter() < deadline:
+            try:
+                await self._game(http, ws_base, table, deadline)
+            except Exception as exc:
+                self._error(f"game:{type(exc).__name__}")
+                await asyncio.sleep(0.1)
+
+    async def run(self) -> dict[str, Any]:
+        config = self.config
+        base = config.url.rstrip("/")
+        ws_base = base.replace("http://", "ws://")
+        server = CpuMeter(config.server_pid) if config.server_pid else None
+        redis_meter = CpuMeter(config.redis_pid) if config.redis_pid else None
+        limits = httpx.Limits(max_connections=config.tables, max_keepalive_connections=config.tables)
+        async with httpx.AsyncClient(base_url=base, timeout=30, limits=limits) as http:
+            for meter in (server, redis_meter):
+                if meter:
+                    meter.start()
+            cpu0 = time.process_time()
+            started = time.perf_counter()
+            deadline = started + config.duration
+            await asyncio.gather(*(self._table(http, ws_base, t, deadline) for t in range(config.tables)))
+            ended = time.perf_counter()
+            generator_cpu = time.process_time() - cpu0
+            server_cpu = server.stop() if server else {}
+            redis_cpu = redis_meter.stop() if redis_meter else {}
+        elapsed = ended - started
+        accepted = self.accepted
+        return {
+            "server_kind": "",
+            "sent": self.sent,
+            "accepted": accepted,
+            "rejected": self.rejected,
+            "errors": self.errors,
+            "incomplete": len(self.pending),
+            "games_started": self.games,
+            "elapsed_s": elapsed,
+            "commands_per_s": accepted / elapsed if elapsed else 0.0,
+            "all_clients_ms": percentiles(self.complete),
+            "ack_ms": percentiles(self.ack),
+            "game_setup_ms": percentiles(self.game_setup),
+            "server_cpu": server_cpu,
+            "cpu_us_per_command": server_cpu.get("cpu_seconds", 0.0) / accepted * 1e6 if accepted else 0.0,
+            "redis_cpu": redis_cpu,
+            "generator": {
+                "cpu_seconds": generator_cpu,
+                "core_share": generator_cpu / elapsed if elapsed else 0.0,
+            },
+        }
+
+
+def run_tables(config: TableConfig) -> dict[str, Any]:
+    """One run of the tables against `config.url`, on uvloop, the meter's cyclic GC off while it runs
+    (its pauses would show as the server's latency)."""
+    import uvloop
+
+    gc.collect()
+    gc.disable()
+    try:
+        return uvloop.run(Tables(config).run())
+    finally:
+        gc.enable()
+        gc.collect()
+
+
+# --- interference ------------------------------------------------------------------------------------
+
+
+async def _late_reads(base: str, game_id: str, version: int, stop: float, every: float) -> dict[str, Any]:
+    """Read the long game's whole history, by websocket and by HTTP in turn, one read every `every`
+    seconds (back to back when 0), until `stop`."""
+    times: dict[str, list[float]] = {"websocket": [], "http": []}
+    errors = 0
+    url = f"{base.replace('http://', 'ws://')}/games/{game_id}/ws"
+    hello = msgspec.json.encode({"type": "hello", "token": None, "since": 0}).decode()
+    async with httpx.AsyncClient(base_url=base, timeout=60) as http:
+        turn = 0
+        next_at = time.time()
+        while next_at < stop:
+            await asyncio.sleep(max(0.0, next_at - time.time()))
+            next_at += every
+            started = time.perf_counter()
+            try:
+                if turn % 2 == 0:
+                    ws = await LightSocket.connect(url)
+                    try:
+                        await ws.send(hello)
+                        seen = 0
+                        while seen < version:
+                            frame = envelopes_of(
+                                cast(bytes, await asyncio.wait_for(ws.recv(decode=False), 60))
+                            )
+                            if frame.type == "welcome":
+                                continue
+                            if frame.envelopes:
+                                seen = frame.envelopes[-1].version
+                    finally:
+                        await ws.close()
+                    times["websocket"].append(time.perf_counter() - started)
+                else:
+                    lines = 0
+                    async with http.stream("GET", f"/games/{game_id}/events") as response:
+                        response.raise_for_status()
+                        async for chunk in response.aiter_bytes():
+                            lines += chunk.count(b"\n")
+                    if lines < version:
+                        raise RuntimeError(f"{lines} envelopes of {version}")
+                    times["http"].append(time.perf_counter() - started)
+            except Exception:
+                errors += 1
+                await asyncio.sleep(0.1)
+            turn += 1
+    return {
+        "reads": {kind: len(samples) for kind, samples in times.items()},
+        "read_ms": {kind: percentiles(samples) for kind, samples in times.items()},
+        "errors": errors,
+    }
+
+
+async def _cold_loads(base: str, game_ids: list[str], start: float, stop: float) -> dict[str, Any]:
+    """GET /games/{id} of each cold game, spread evenly from `start` to `stop`."""
+    times: list[float] = []
+    errors = 0
+    gap = (stop - start) * 0.9 / max(1, len(game_ids))
+    async with httpx.AsyncClient(base_url=base, timeout=60) as http:
+        for index, game_id in enumerate(game_ids):
+            wait = start + index * gap - time.time()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            if time.time() >= stop:
+                break
+            started = time.perf_counter()
+            try:
+                response = await http.get(f"/games/{game_id}")
+                response.raise_for_status()
+                times.append(time.perf_counter() - started)
+            except Exception:
+                errors += 1
+    return {"loaded": len(times), "load_ms": percentiles(times), "errors": errors}
+
+
+async def _interfere(base: str, seeded: dict[str, Any], start: float, stop: float) -> dict[str, Any]:
+    await asyncio.sleep(max(0.0, start - time.time()))
+    cpu0 = time.process_time()
+    late, cold = await asyncio.gather(
+        _late_reads(base, seeded["long_game"], seeded["long_version"], stop, seeded["late_every"]),
+        _cold_loads(base, seeded["cold_games"], start, stop),
+    )
+    return {"late_spectator": late, "cold_games": cold, "cpu_seconds": time.process_time() - cpu0}
+
+
+def _interference_child(base: str, seeded: dict[str, Any], start: float, stop: float, queue: Any) -> None:
+    import uvloop
+
+    try:
+        queue.put(("ok", uvloop.run(_interfere(base, seeded, start, stop))))
+    except BaseException as exc:  # reported to the parent
+        queue.put(("error", repr(exc)))
+
+
+# --- seeding -----------------------------------------------------------------------------------------
+
+
+async def _seed(redis_url: str, long_events: int, cold_games: int, cold_events: int) -> dict[str, Any]:
+    """Write the long game and the cold games straight to Redis through our command service."""
+    from bench.games import legal_placements, place
+    from server.engine.service import GameService
+    from server.store.redis import RedisEventStore
+
+    store = await RedisEventStore.from_url(redis_url)
+    service = GameService(store, max_placements=10_000_000, max_live_games=1_000_000)
+    pairs = legal_placements()
+    try:
+
+        async def play(events: int) -> str:
+            created = await service.create(["P0", "P1", "P2"])
+            for index in range(events - 1):
+                await service.handle(created.game_id, place(index % 3, index, pairs))
+            return created.game_id
+
+        long_game = await play(long_events)
+        gate = asyncio.Semaphore(32)
+
+        async def cold() -> str:
+            async with gate:
+                return await play(cold_events)
+
+        cold_ids = await asyncio.gather(*(cold() for _ in range(cold_games)))
+        return {
+            "long_game": long_game,
+            "long_version": await store.version(long_game),
+            "cold_games": list(cold_ids),
+            "cold_events": cold_events,
+        }
+    finally:
+        await store.close()
+
+
+# --- rounds ------------------------------------------------------------------------------------------
+
+
+def one_run(
+    kind: str, redis: RedisServer, config: TableConfig, seeded: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Start server `kind` on `redis`, run the tables (with interference when `seeded`), stop it."""
+    with ServerProcess(kind, redis.url) as server:
+        run_config = TableConfig(**{**asdict(config), "url": server.url, "server_pid": server.pid})
+        run_config.redis_pid = redis.pid
+        child = queue = None
+        if seeded is not None:
+            context = mp.get_context("spawn")
+            queue = context.Queue()
+            # The child needs a moment to start Python; the tables and the interference begin together.
+            start = time.time() + 3.0
+            child = context.Process(
+                target=_interference_child,
+                args=(server.url.rstrip("/"), seeded, start, start + config.duration, queue),
+                daemon=True,
+            )
+            child.start()
+            time.sleep(max(0.0, start - time.time()))
+        result = run_tables(run_config)
+        result["server_kind"] = kind
+        if child is not None and queue is not None:
+            status, payload = queue.get(timeout=config.duration + 120)
+            child.join(10)
+            if status != "ok":
+                raise RuntimeError(f"the interference failed: {payload}")
+            result["interference"] = payload
+        return result
+
+
+def brief(label: str, result: dict[str, Any]) -> str:
+    """One line of a run."""
+    lat = result["all_clients_ms"]
+    core = result["server_cpu"].get("core_share", 0)
+    return (
+        f"{label}: {result['commands_per_s']:.0f} cmd/s, "
+        f"all clients p50/p99 {lat['p50']:.2f}/{lat['p99']:.2f} ms, "
+        f"server {result['cpu_us_per_command']:.0f} us/cmd ({core:.2f} core), "
+        f"generator {result['generator']['core_share']:.2f} core, games {result['games_started']}, "
+        f"rejected {result['rejected']}, errors {result['errors']}, incomplete {result['incomplete']}"
+    )
+
+
+def _medians(runs: list[dict[str, Any]]) -> dict[str, float]:
+    return {
+        "commands_per_s": statistics.median(r["commands_per_s"] for r in runs),
+        "p50_ms": statistics.median(r["all_clients_ms"]["p50"] for r in runs),
+        "p99_ms": statistics.median(r["all_clients_ms"]["p99"] for r in runs),
+        "cpu_us_per_command": statistics.median(r["cpu_us_per_command"] for r in runs),
+        "generator_core_share": statistics.median(r["generator"]["core_share"] for r in runs),
+    }
+
+
+def summarise(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """Medians over the rounds, the ratios ours/minimal and the goals."""
+    ours = _medians([r["ours"] for r in rounds])
+    minimal = _medians([r["minimal"] for r in rounds])
+    ratios = {
+        "throughput": ratio(ours["commands_per_s"], minimal["commands_per_s"]),
+        "p99": ratio(ours["p99_ms"], minimal["p99_ms"]),
+        "cpu_per_command": ratio(ours["cpu_us_per_command"], minimal["cpu_us_per_command"]),
+    }
+    summary: dict[str, Any] = {
+        "ours": ours,
+        "minimal": minimal,
+        "ratios": ratios,
+        "goals": GOALS,
+        "goals_met": {
+            "throughput": ratios["throughput"] >= GOALS["throughput_min"],
+            "p99": ratios["p99"] <= GOALS["p99_max"],
+            "cpu_per_command": ratios["cpu_per_command"] <= GOALS["cpu_per_command_max"],
+        },
+    }
+    loaded = [r["ours_interference"] for r in rounds if "ours_interference" in r]
+    if loaded:
+        with_p99 = statistics.median(r["all_clients_ms"]["p99"] for r in loaded)
+        increase = ratio(with_p99, ours["p99_ms"])
+        summary["interference"] = {
+            "p99_without_ms": ours["p99_ms"],
+            "p99_with_ms": with_p99,
+            "p99_ratio": increase,
+            "commands_per_s_with": statistics.median(r["commands_per_s"] for r in loaded),
+            "late_reads": sum(sum(r["interference"]["late_spectator"]["reads"].values()) for r in loaded),
+            "cold_loads": sum(r["interference"]["cold_games"]["loaded"] for r in loaded),
+        }
+        summary["goals_met"]["interference"] = increase <= GOALS["interference_p99_max"]
+    return summary
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--quick", action="store_true", help="CI size: 1 round of 3 s, 4 tables, small interference"
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of one run per server")
+    parser.add_argument("--duration", type=float, default=20.0, help="seconds of each run")
+    parser.add_argument("--tables", type=int, default=12, help="tables playing at once")
+    parser.add_argument("--placements", type=int, default=120, help="placements a game, then a new game")
+    parser.add_argument("--no-interference", dest="interference", action="store_false")
+    parser.add_argument("--long-game", type=int, default=10_000, help="events of the late spectator's game")
+    parser.add_argument(
+        "--late-every", type=float, default=1.0, help="seconds between two history reads (0: back to back)"
+    )
+    parser.add_argument("--cold-games", type=int, default=500, help="games loaded cold during each run")
+    parser.add_argument("--cold-events", type=int, default=30, help="events of each cold game")
+
+
+def main(args: argparse.Namespace, argv: list[str]) -> int:
+    raise_nofile()
+    if args.quick:
+        args.rounds, args.duration, args.tables = 1, 3.0, 4
+        args.long_game, args.cold_games, args.cold_events, args.late_every = 1_000, 40, 10, 0.5
+    config = TableConfig(tables=args.tables, placements=args.placements, duration=args.duration)
+    rounds: list[dict[str, Any]] = []
+    seeded: dict[str, Any] | None = None
+    with RedisServer() as redis:
+        if args.interference:
+            started = time.perf_counter()
+            seeded = asyncio.run(_seed(redis.url, args.long_game, args.cold_games, args.cold_events))
+            seeded["late_every"] = args.late_every
+            say(
+                f"seeded a {seeded['long_version']}-event game and {args.cold_games} cold games "
+                f"in {time.perf_counter() - started:.1f} s"
+            )
+        for index in range(args.rounds):
+            row: dict[str, Any] = {"round": index + 1}
+            runs: list[tuple[str, dict[str, Any] | None]] = [("ours", None), ("minimal", None)]
+            if seeded is not None:
+                runs.append(("ours_interference", seeded))
+            for label, interference in runs:
+                kind = "minimal" if label == "minimal" else "ours"
+                config.tag = f"r{index}{label[0]}"
+                row[label] = one_run(kind, redis, config, interference)
+                say(f"round {index + 1} " + brief(label, row[label]))
+            rounds.append(row)
+    summary = summarise(rounds)
+    payload = {
+        "quick": args.quick,
+        "config": {**asdict(config), "rounds": args.rounds, "interference": args.interference},
+        "seeded": {k: v for k, v in (seeded or {}).items() if k != "cold_games"}
+        | {"cold_games": args.cold_games},
+        "summary": summary,
+        "rounds": rounds,
+    }
+    path = write_result("load", payload, argv)
+    r = summary["ratios"]
+    line = (
+        f"load: ours/minimal throughput {r['throughput']:.2f}x, p99 {r['p99']:.2f}x, "
+        f"CPU per command {r['cpu_per_command']:.2f}x"
+    )
+    if "interference" in summary:
+        line += f"; p99 under interference {summary['interference']['p99_ratio']:.2f}x"
+    print(f"{line}; goals met {summary['goals_met']}; wrote {path}")
+    return 0
