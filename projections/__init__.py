@@ -15,10 +15,11 @@ from projections.board import (
 from projections.delta import (
     ChairSpaceAdded,
     RareSpaceAdded,
+    ScoreChange,
     SpaceAdded,
     ViewDelta,
-    ViewPatch,
     added,
+    view_delta,
 )
 from projections.eras import (
     Assigned,
@@ -40,11 +41,11 @@ __all__ = [
     "PlayerView",
     "RareSpaceAdded",
     "RareSpaceView",
+    "ScoreChange",
     "SpaceAdded",
     "SpaceView",
     "View",
     "ViewDelta",
-    "ViewPatch",
     "added",
     "apply",
     "count_eras_covered",
@@ -54,4 +55,5 @@ __all__ = [
     "render",
     "tokens_of",
     "view_at",
+    "view_delta",
 ]

@@ -1,9 +1,45 @@
-"""What a space gained between two views (a view delta's `added`), and when a change is not an addition."""
+"""What changed between two views (a live frame's `view_delta`): only what changed, and exactly that."""
 
 from __future__ import annotations
 
-from domain import InstrumentToken, PerformanceToken, Seated
-from projections import ChairSpaceAdded, ChairSpaceView, RareSpaceAdded, RareSpaceView, added
+import functools
+from collections import Counter
+
+import msgspec
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from msgspec.structs import replace
+
+from domain import (
+    STANDARD,
+    CreateGame,
+    EndGame,
+    Game,
+    InstrumentToken,
+    PerformanceToken,
+    Place,
+    Rejected,
+    RepairToken,
+    Score,
+    Seated,
+    Token,
+    decide,
+)
+from orchestra_client import apply_delta
+from projections import (
+    Board,
+    ChairSpaceAdded,
+    ChairSpaceView,
+    RareSpaceAdded,
+    RareSpaceView,
+    ScoreChange,
+    View,
+    ViewDelta,
+    added,
+    apply,
+    render,
+    view_delta,
+)
 
 A = Seated(0, PerformanceToken("classical"))
 B = Seated(1, PerformanceToken("baroque"))
@@ -32,3 +68,217 @@ def test_anything_but_an_addition_has_no_delta() -> None:
     assert added(rare, RareSpaceView(chairs=(A, C, B))) is None
     assert added(standard, rare) is None  # a changed kind
     assert added(rare, standard) is None
+
+
+def _score(seat: int, chairs: tuple[str, ...], prestige: int = 0, **resources: int) -> Score:
+    return Score(seat=seat, chairs=chairs, prestige=prestige, resources=resources)
+
+
+def _view(version: int, spaces: dict[str, ChairSpaceView | RareSpaceView], *scores: Score) -> View:
+    return View("g", version, False, (), spaces, scores)
+
+
+EMPTY = ChairSpaceView(chair=None, below=())
+NO_CHAIRS = RareSpaceView(chairs=())
+
+
+def test_a_steal_carries_the_space_s_addition_and_both_seats_new_counts_there() -> None:
+    rare = RareSpaceView(chairs=(A, A))
+    before = _view(
+        5,
+        {"viola": ChairSpaceView(chair=A, below=()), "rare_winds": rare},
+        _score(0, ("viola", "rare_winds", "rare_winds"), 7, money=4),
+        _score(1, (), 0, money=2),
+    )
+    after = _view(
+        6,
+        {"viola": ChairSpaceView(chair=B, below=(A,)), "rare_winds": rare},
+        _score(0, ("rare_winds", "rare_winds"), 6, money=4),
+        _score(1, ("viola",), 1, money=6),
+    )
+    assert view_delta(before, after) == ViewDelta(
+        version=6,
+        ended=False,
+        spaces={},
+        added={"viola": ChairSpaceAdded(chair=B, below_from=0, below=(A,))},
+        score_changes=(
+            ScoreChange(seat=0, prestige=6, resources={"money": 4}, held={"viola": 0}),
+            ScoreChange(seat=1, prestige=1, resources={"money": 6}, held={"viola": 1}),
+        ),
+    )
+
+
+def test_a_rare_chair_names_its_space_s_new_count_never_the_seat_s_other_chairs() -> None:
+    many = tuple(["rare_winds"] * 300)
+    rare = RareSpaceView(chairs=(A,) * 300)
+    before = _view(9, {"lute": EMPTY, "rare_winds": rare}, _score(0, many, 900, money=1))
+    after = _view(
+        10,
+        {"lute": EMPTY, "rare_winds": RareSpaceView(chairs=(*rare.chairs, A))},
+        _score(0, (*many, "rare_winds"), 903, money=2),
+    )
+    delta = view_delta(before, after)
+    assert delta.added == {"rare_winds": RareSpaceAdded(chairs_from=300, chairs=(A,))}
+    assert delta.score_changes == (ScoreChange(0, 903, {"money": 2}, {"rare_winds": 301}),)
+
+
+def test_what_did_not_change_is_left_out() -> None:
+    spaces = {"lute": ChairSpaceView(chair=A, below=(B,)), "rare_winds": RareSpaceView(chairs=(C,))}
+    scores = (_score(0, ("lute",), 1, money=2), _score(1, ()))
+    before = _view(3, spaces, *scores)
+    # Rendered again from scratch: equal values, other objects.
+    again = _view(
+        3,
+        {**msgspec.json.decode(msgspec.json.encode(spaces), type=dict[str, ChairSpaceView | RareSpaceView])},
+        *scores,
+    )
+    assert view_delta(before, again) == ViewDelta(3, False, {}, {}, ())
+    # Only resources moved: the score change names no chair count.
+    richer = _view(4, spaces, _score(0, ("lute",), 1, money=4), scores[1])
+    assert view_delta(before, richer).score_changes == (ScoreChange(0, 1, {"money": 4}, {}),)
+    # A game that ended changes nothing but `ended`.
+    ended = replace(before, version=4, ended=True)
+    assert view_delta(before, ended) == ViewDelta(4, True, {}, {}, ())
+
+
+def test_a_change_that_is_not_an_addition_carries_the_space_whole() -> None:
+    before = _view(1, {"lute": ChairSpaceView(chair=None, below=(A, B))})
+    shortened = ChairSpaceView(chair=None, below=(A,))
+    after = _view(2, {"lute": shortened, "rare_winds": NO_CHAIRS})  # and a space the view did not have
+    assert view_delta(before, after) == ViewDelta(
+        2, False, {"lute": shortened, "rare_winds": NO_CHAIRS}, {}, ()
+    )
+
+
+def test_a_seat_the_earlier_view_did_not_have_comes_with_every_count() -> None:
+    before = View("", 0, False, (), {}, ())
+    after = _view(1, {"lute": ChairSpaceView(chair=A, below=())}, _score(0, ("lute",), 1, money=4))
+    delta = view_delta(before, after)
+    assert delta.spaces == after.spaces and delta.added == {}
+    assert delta.score_changes == (ScoreChange(0, 1, {"money": 4}, {"lute": 1}),)
+
+
+# Random games: a delta applied as a client does gives the later view --------------------------------
+
+SPACES = {space.id: space for space in STANDARD.spaces}
+RARE = tuple(space.id for space in STANDARD.spaces if space.rare)
+# Rare spaces and two contested standard ones come often: many rare chairs, many steals.
+SPACE_CHOICES = (*RARE, *RARE, *RARE, "viola", "viola", "viola", "violin_bc", *SPACES)
+
+
+def _fitting(space_id: str) -> list[Token]:
+    space = SPACES[space_id]
+    fitting: list[Token] = [InstrumentToken(instrument=space.instrument)]
+    if space.eras:
+        fitting += [PerformanceToken(era=era) for era in space.eras]
+        fitting += [RepairToken(family=space.family)] * 2
+    return fitting
+
+
+@st.composite
+def placements(draw: st.DrawFn, players: int) -> Place:
+    space_id = draw(st.sampled_from(SPACE_CHOICES))
+    token = draw(st.sampled_from(_fitting(space_id)))
+    skill = draw(st.integers(1, 10))
+    per_chair = SPACES[space_id].bonus.get("material_choice", 0)
+    count = per_chair * (2 if isinstance(token, InstrumentToken) and skill >= 6 else 1)
+    materials = tuple(
+        draw(st.lists(st.sampled_from(["wood", "metal", "animal"]), min_size=count, max_size=count))
+    )
+    return Place(
+        seat=draw(st.integers(0, players - 1)),
+        id="c",
+        token=token,
+        space=space_id,
+        skill=skill,
+        consolation=draw(st.sampled_from(["money", "inspiration"])),
+        materials=materials or None,  # type: ignore[arg-type]
+    )
+
+
+@st.composite
+def boards(draw: st.DrawFn) -> list[Board]:
+    """A game's boards after each accepted command, folded incrementally as the server does."""
+    players = draw(st.integers(1, 4))
+    create = CreateGame(game_id="g", players=("Ada", "Ben", "Cy", "Di")[:players])
+    board = Board()
+    for event in decide(Game(), create):
+        board = apply(board, event)
+    played = [board]
+    commands = draw(st.lists(placements(players), max_size=60))
+    if draw(st.booleans()):
+        commands.append(EndGame(seat=0, id="end"))  # type: ignore[arg-type]
+    for command in commands:
+        try:
+            events = decide(board.game, command)
+        except Rejected:
+            continue
+        board = functools.reduce(apply, events, board)
+        played.append(board)
+    return played
+
+
+def oracle_apply(view: View, delta: ViewDelta) -> View:
+    """A client's reading of a delta, stated plainly on the views' own types."""
+    spaces = dict(view.spaces)
+    spaces.update(delta.spaces)
+    for space_id, addition in delta.added.items():
+        space = spaces[space_id]
+        if isinstance(addition, ChairSpaceAdded):
+            assert isinstance(space, ChairSpaceView) and len(space.below) == addition.below_from
+            spaces[space_id] = ChairSpaceView(addition.chair, space.below + addition.below)
+        else:
+            assert isinstance(space, RareSpaceView) and len(space.chairs) == addition.chairs_from
+            spaces[space_id] = RareSpaceView(space.chairs + addition.chairs)
+    scores = list(view.scores)
+    for change in delta.score_changes:
+        counts = Counter(scores[change.seat].chairs)
+        for space_id, count in change.held.items():
+            counts[space_id] = count
+        chairs = tuple(space_id for space_id in spaces for _ in range(counts[space_id]))
+        scores[change.seat] = Score(change.seat, chairs, change.prestige, change.resources)
+    return replace(view, version=delta.version, ended=delta.ended, spaces=spaces, scores=tuple(scores))
+
+
+def assert_only_what_changed(before: View, after: View, delta: ViewDelta) -> None:
+    for space_id in {*delta.spaces, *delta.added}:
+        assert before.spaces.get(space_id) != after.spaces[space_id], space_id
+    for change in delta.score_changes:
+        old, new = before.scores[change.seat], after.scores[change.seat]
+        assert old != new
+        for space_id, count in change.held.items():
+            assert old.chairs.count(space_id) != count == new.chairs.count(space_id)
+
+
+def _json(value: object) -> object:
+    return msgspec.json.decode(msgspec.json.encode(value))
+
+
+@settings(max_examples=150, deadline=None)
+@given(boards(), st.data())
+def test_a_delta_applied_to_the_earlier_view_gives_the_later_one(
+    played: list[Board], data: st.DataObject
+) -> None:
+    first, last = sorted(data.draw(st.lists(st.integers(0, len(played) - 1), min_size=2, max_size=2)))
+    early, late = played[first].view, played[last].view
+    # As the server folds (unchanged spaces shared), and rendered from scratch (every space a new object).
+    for before in (early, render(played[first].game)):
+        delta = view_delta(before, late)
+        assert oracle_apply(before, delta) == late
+        assert_only_what_changed(before, late, delta)
+        # And as the reference client applies the delta's JSON to the view's JSON.
+        assert apply_delta(_json(before), _json(delta)) == _json(late)  # type: ignore[arg-type]
+
+
+@settings(max_examples=60, deadline=None)
+@given(boards())
+def test_a_live_client_applying_each_delta_in_turn_keeps_the_view(played: list[Board]) -> None:
+    view = played[0].view
+    held = _json(view)
+    for before, after in zip(played, played[1:], strict=False):
+        delta = view_delta(before.view, after.view)
+        assert delta.spaces == {}  # a live placement only ever adds
+        assert len(delta.added) <= 1
+        view = oracle_apply(view, delta)
+        held = apply_delta(held, _json(delta))  # type: ignore[arg-type]
+        assert view == after.view and held == _json(after.view)
