@@ -5,8 +5,9 @@
         async for frame in game.frames():   # live `events` frames, in order
             ...
 
-It speaks protocol v1: hello (with `since` to resume; `view="patch"` or `view="delta"` for frames that
-carry only what changed, which it applies to `client.view`), commands answered by id, `events` frames.
+It speaks protocol v1: hello (with `since` to resume; by default live frames carry view deltas, what
+changed, which it applies to `client.view`; `view="full"` for whole views, `view=False` for none),
+commands answered by id, `events` frames.
 When the connection drops (not when the server refuses it), it reconnects by itself with `since` set
 to the last version it saw and re-sends unanswered commands with their ids, which the server answers
 once.
@@ -28,7 +29,6 @@ from orchestra_client.session import (
     DeltaMismatch,
     GameClient,
     apply_delta,
-    apply_patch,
 )
 
 __all__ = [
@@ -37,7 +37,6 @@ __all__ = [
     "DeltaMismatch",
     "GameClient",
     "apply_delta",
-    "apply_patch",
     "create_game",
     "get_events",
     "get_view",

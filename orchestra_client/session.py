@@ -30,20 +30,16 @@ class ConnectionRefused(Exception):
         self.code, self.reason, self.frame = code, reason, frame
 
 
-def apply_patch(view: Answer, patch: Answer) -> Answer:
-    """The view after a `view_patch`: its spaces replace those of `view`, its other fields theirs."""
-    spaces = {**view["spaces"], **patch.get("spaces", {})}
-    return {**view, **{key: value for key, value in patch.items() if key != "spaces"}, "spaces": spaces}
-
-
 class DeltaMismatch(ValueError):
-    """A `view_delta` does not apply to the view held (its additions start past or before its lists' end)."""
+    """A `view_delta` does not apply to the view held (an addition starts past or before its list's end,
+    or names a space or seat the view does not have)."""
 
 
 def apply_delta(view: Answer, delta: Answer) -> Answer:
-    """The view after a `view_delta`: `spaces` replaced whole, `added` appended, the other fields its.
+    """The view after a `view_delta`: `spaces` replaced whole, `added` appended, `score_changes` applied
+    (each seat's `chairs` rebuilt from its counts, in the view's space order), `version` and `ended` its.
 
-    Raises DeltaMismatch when an addition does not start at the end of the space's list it extends.
+    Raises DeltaMismatch when the delta does not fit the view held.
     """
     spaces = {**view["spaces"], **delta.get("spaces", {})}
     for space_id, addition in delta.get("added", {}).items():
@@ -56,15 +52,32 @@ def apply_delta(view: Answer, delta: Answer) -> Answer:
         if field == "below":
             extended["chair"] = addition["chair"]
         spaces[space_id] = extended
-    rest = {key: value for key, value in delta.items() if key not in ("spaces", "added")}
-    return {**view, **rest, "spaces": spaces}
+    scores = list(view.get("scores", ()))
+    for change in delta.get("score_changes", ()):
+        index = next((i for i, score in enumerate(scores) if score["seat"] == change["seat"]), None)
+        if index is None:
+            raise DeltaMismatch(f"seat {change['seat']}: the view held has no score for it")
+        scores[index] = _changed_score(scores[index], change, spaces)
+    rest = {key: value for key, value in delta.items() if key not in ("spaces", "added", "score_changes")}
+    return {**view, **rest, "spaces": spaces, "scores": scores}
+
+
+def _changed_score(score: Answer, change: Answer, spaces: Answer) -> Answer:
+    counts: dict[str, int] = {}
+    for space_id in score["chairs"]:
+        counts[space_id] = counts.get(space_id, 0) + 1
+    counts.update(change.get("held", {}))
+    if any(space_id not in spaces for space_id in counts):
+        raise DeltaMismatch(f"seat {change['seat']}: a chair at a space the view held does not have")
+    chairs = [space_id for space_id in spaces for _ in range(counts.get(space_id, 0))]
+    return {**score, "prestige": change["prestige"], "resources": change["resources"], "chairs": chairs}
 
 
 class GameClient:
     """One client of one game. Create it with `await GameClient.connect(...)`."""
 
     def __init__(
-        self, base_url: str, game_id: str, token: str | None, *, view: bool | str, reconnect: bool
+        self, base_url: str, game_id: str, token: str | None, *, view: bool | str | None, reconnect: bool
     ) -> None:
         self.url = base_url.replace("http://", "ws://").replace("https://", "wss://").rstrip("/")
         self.url += f"/games/{game_id}/ws"
@@ -91,11 +104,13 @@ class GameClient:
         token: str | None = None,
         *,
         since: int | None = None,
-        view: bool | str = True,
+        view: bool | str | None = None,
         reconnect: bool = True,
         timeout: float = 10.0,
     ) -> GameClient:
         """Connect, say hello (resuming after `since` when given) and wait for the welcome.
+
+        `view` is the hello's (None: the server's default, view deltas, which `client.view` follows).
 
         Raises: ConnectionRefused, OSError, TimeoutError.
         """
@@ -205,7 +220,7 @@ class GameClient:
         self._connected.clear()
         ws = await websockets.connect(self.url, max_size=None, open_timeout=10, close_timeout=2)
         hello: Answer = {"type": "hello", "token": self.token, "since": since}
-        if self.wants_view is not True:
+        if self.wants_view is not None:
             hello["view"] = self.wants_view
         await ws.send(_encode(hello).decode())
         try:
@@ -282,8 +297,6 @@ class GameClient:
                 self.version = max(self.version, envelope["version"])
             if "view" in frame:
                 self.view = frame["view"]
-            elif "view_patch" in frame and self.view is not None:
-                self.view = apply_patch(self.view, frame["view_patch"])
             elif "view_delta" in frame and self.view is not None:
                 try:
                     self.view = apply_delta(self.view, frame["view_delta"])

@@ -22,7 +22,7 @@ from server.engine.envelope import Record
 from server.engine.live import GapError, LiveGame
 from server.engine.service import GameService
 from server.metrics import Metrics
-from server.protocol.frames import DeltaFrame, EventsFrame, HistoryFrame, PatchFrame, ViewMode, encode
+from server.protocol.frames import DeltaFrame, EventsFrame, HistoryFrame, ViewMode, encode
 from server.store import StoreError
 
 log = logging.getLogger(__name__)
@@ -167,7 +167,7 @@ class Subscriber(msgspec.Struct):
     """A connection following a game."""
 
     outbox: Outbox
-    view: ViewMode = True
+    view: ViewMode = "delta"
     role: str = "spectator"
 
 
@@ -224,9 +224,7 @@ class Hub:
         for mode in {f.view for f in followers}:
             if mode == "delta":
                 frames[mode] = encode(DeltaFrame(envelopes, game.encoded_delta()))
-            elif mode == "patch":
-                frames[mode] = encode(PatchFrame(envelopes, game.encoded_patch()))
-            elif mode:
+            elif mode:  # "full" (a hello's `true` reads as "full")
                 frames[mode] = encode(EventsFrame(envelopes, game.encoded_view()))
             else:
                 frames[mode] = encode(HistoryFrame(envelopes))

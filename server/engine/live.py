@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 import msgspec
 
 from domain import Event, Score
-from projections import Board, PlayerView, SpaceAdded, SpaceView, added, apply, project
+from projections import Board, PlayerView, View, ViewDelta, apply, project, view_delta
 from server.engine import envelope
 from server.engine.envelope import GENESIS, Record
 
@@ -39,25 +39,6 @@ class _EncodedView(msgspec.Struct, frozen=True, gc=False):
     scores: tuple[Score, ...]
 
 
-class _EncodedPatch(msgspec.Struct, frozen=True, gc=False):
-    """What a batch changed in the view: the spaces it touched (encoded), and the rest that moves."""
-
-    version: int
-    ended: bool
-    spaces: dict[str, msgspec.Raw]
-    scores: tuple[Score, ...]
-
-
-class _EncodedDelta(msgspec.Struct, frozen=True, gc=False):
-    """What a batch added to the view: the spaces it extended (`added`), and any other changed one whole."""
-
-    version: int
-    ended: bool
-    spaces: dict[str, msgspec.Raw]
-    added: dict[str, SpaceAdded]
-    scores: tuple[Score, ...]
-
-
 class GapError(Exception):
     """Records arrived past a version this node has not seen: it must read the missing ones first."""
 
@@ -73,7 +54,7 @@ class LiveGame:
         "_spaces_json",
         "_cached_bytes",
         "_budget",
-        "replaced",
+        "before",
         "listeners",
     )
 
@@ -87,9 +68,8 @@ class LiveGame:
         # the others are not encoded again (a long game's spaces hold hundreds of tokens).
         self._spaces_json: dict[str, tuple[object, msgspec.Raw]] = {}
         self._cached_bytes = 0
-        # The spaces whose view the last ingested batch changed (what a view patch carries), each as it was
-        # before the batch (what a view delta is measured against; None for a space that is new).
-        self.replaced: dict[str, SpaceView | None] = {}
+        # The view before the last ingested batch (what a view delta is measured against).
+        self.before: View = self.board.view
         self.listeners: list[Listener] = []
 
     @property
@@ -120,28 +100,9 @@ class LiveGame:
             )
         return _EncodedView(view.game_id, view.version, view.ended, view.players, spaces, view.scores)
 
-    def encoded_patch(self) -> msgspec.Struct:
-        """What the last ingested batch changed in the view (protocol.md's `view_patch`), as a struct of
-        encoded spaces (see `encoded_view`)."""
-        view = self.board.view
-        spaces = {space_id: self._space_json(space_id, view.spaces[space_id]) for space_id in self.replaced}
-        return _EncodedPatch(view.version, view.ended, spaces, view.scores)
-
-    def encoded_delta(self) -> msgspec.Struct:
-        """What the last ingested batch added to the view (protocol.md's `view_delta`), as a struct (see
-        `encoded_view`): a space the batch only added to carries the additions; any other changed space
-        (a new one) is encoded whole."""
-        view = self.board.view
-        whole: dict[str, msgspec.Raw] = {}
-        extended: dict[str, SpaceAdded] = {}
-        for space_id, before in self.replaced.items():
-            space = view.spaces[space_id]
-            addition = added(before, space)
-            if addition is None:
-                whole[space_id] = self._space_json(space_id, space)
-            else:
-                extended[space_id] = addition
-        return _EncodedDelta(view.version, view.ended, whole, extended, view.scores)
+    def encoded_delta(self) -> ViewDelta:
+        """What the last ingested batch changed in the view (protocol.md's `view_delta`)."""
+        return view_delta(self.before, self.board.view)
 
     def _space_json(self, space_id: str, space: object) -> msgspec.Raw:
         cache = self._spaces_json
@@ -186,18 +147,14 @@ class LiveGame:
         envelopes = [envelope.decode(record.data) for record in fresh] if decoded is None else decoded[skip:]
         events: list[Event] = [env.event for env in envelopes]
         last_at = envelopes[-1].at
-        before = self.board.view.spaces
+        before = self.board.view
         if len(events) > INCREMENTAL_UP_TO:
             board = project(events, self.board)  # a load or a catch-up: fold at once, render once
         else:
             board = self.board
             for event in events:
                 board = apply(board, event)
-        self.replaced = {
-            space_id: old
-            for space_id, space in board.view.spaces.items()
-            if (old := before.get(space_id)) is not space
-        }
+        self.before = before
         self.board, self.last_at = board, last_at
         self.head = envelope.chain_hash(fresh[-1].data) if head is None else head
         for listener in self.listeners:

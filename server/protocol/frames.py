@@ -13,20 +13,28 @@ import msgspec
 from domain import EndGame, Place
 from domain.messages import CommandId, Ref, Skill, Token
 from domain.vocabulary import Consolation, Material
-from projections import View, ViewDelta, ViewPatch
+from projections import View, ViewDelta
 
 Version = Annotated[int, msgspec.Meta(ge=0)]
-# A hello's `view`: true (live frames carry the whole view), "patch" (the spaces that changed, whole),
-# "delta" (what was added to them), false (none).
-ViewMode = bool | Literal["patch", "delta"]
+# A hello's `view`: "delta" (live frames carry what changed), "full" (the whole view; v1's `true`), false
+# (none).
+ViewMode = bool | Literal["full", "delta"]
 
 
 class Hello(msgspec.Struct, frozen=True, tag_field="type", tag="hello"):
-    """The first frame: a seat token (or a watch token, or null for a public spectator) and resume point."""
+    """The first frame: a seat token (or a watch token, or null for a public spectator) and resume point.
+
+    `view` is normalised once decoded: `true` (v1's spelling) reads as "full", so whoever reads a hello
+    sees one of "delta", "full" or False.
+    """
 
     token: str | None = None
     since: Version | None = None
-    view: ViewMode = True
+    view: ViewMode = "delta"
+
+    def __post_init__(self) -> None:
+        if self.view is True:
+            msgspec.structs.force_setattr(self, "view", "full")
 
 
 class PlaceFrame(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag_field="type", tag="place"):
@@ -102,7 +110,8 @@ class RejectedFrame(msgspec.Struct, frozen=True, tag_field="type", tag="rejected
 
 
 class EventsFrame(msgspec.Struct, frozen=True, tag_field="type", tag="events"):
-    """Envelopes of one or more consecutive commands, with the view after the last (live traffic)."""
+    """Envelopes of one or more consecutive commands, with the view after the last (live traffic for
+    `view: "full"` clients)."""
 
     envelopes: list[msgspec.Raw]
     # Already encoded, or the live view's struct of encoded spaces (encoded in the frame's own pass: one
@@ -110,23 +119,12 @@ class EventsFrame(msgspec.Struct, frozen=True, tag_field="type", tag="events"):
     view: msgspec.Raw | msgspec.Struct
 
 
-class PatchFrame(msgspec.Struct, frozen=True, tag_field="type", tag="events"):
-    """Envelopes with what they changed in the view (live traffic for `view: "patch"` clients).
-
-    `view_patch` holds `version`, `ended`, `scores` and, in `spaces`, only the spaces that changed: the
-    view after the last envelope is the previous view with these fields (and these spaces) replaced.
-    """
-
-    envelopes: list[msgspec.Raw]
-    view_patch: msgspec.Raw | msgspec.Struct
-
-
 class DeltaFrame(msgspec.Struct, frozen=True, tag_field="type", tag="events"):
-    """Envelopes with what they added to the view (live traffic for `view: "delta"` clients).
+    """Envelopes with what they changed in the view (live traffic for `view: "delta"` clients).
 
-    `view_delta` holds `version`, `ended`, `scores`, in `added` the tokens each changed space gained (and
-    its First Chair), and in `spaces` any space that changed otherwise, whole: unlike a patch, its size
-    does not grow with the game.
+    `view_delta` holds `version`, `ended`, in `added` the tokens each changed space gained (and its First
+    Chair), in `spaces` any space that changed otherwise, whole, and in `score_changes` the seats whose
+    scores changed: its size follows the change, not the game.
     """
 
     envelopes: list[msgspec.Raw]
@@ -140,11 +138,10 @@ class HistoryFrame(msgspec.Struct, frozen=True, tag_field="type", tag="events"):
 
 
 class EventsFrameShape(msgspec.Struct, frozen=True, tag_field="type", tag="events"):
-    """What the schema says of an `events` frame: one of EventsFrame, PatchFrame, DeltaFrame, HistoryFrame."""
+    """What the schema says of an `events` frame: one of EventsFrame, DeltaFrame, HistoryFrame."""
 
     envelopes: list[msgspec.Raw]
     view: View | None = None
-    view_patch: ViewPatch | None = None
     view_delta: ViewDelta | None = None
 
 

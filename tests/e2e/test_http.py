@@ -197,22 +197,35 @@ async def test_the_schema_lists_every_message_and_real_frames_validate(
         ended = await ada.end_game()
         welcome = ada.welcome
     live = []
-    for mode in (True, "patch", "delta"):  # one live frame of each kind
+    for mode in ("full", None, False):  # one live frame of each kind (None: the default, deltas)
         game_id, tokens = await new_game(api.url, ["Ada"])
         async with await GameClient.connect(api.url, game_id, view=mode, reconnect=False) as watcher:
             async with await GameClient.connect(api.url, game_id, tokens[0], reconnect=False) as cy:
                 await cy.place({"kind": "instrument", "instrument": "rare_winds"}, "rare_winds")
             live.append(await watcher.next_frame())
-    assert [{"view", "view_patch", "view_delta"} & set(frame) for frame in live] == [
-        {"view"},
-        {"view_patch"},
-        {"view_delta"},
+    assert [{"view", "view_delta"} & set(frame) for frame in live] == [{"view"}, {"view_delta"}, set()]
+    assert live[1]["view_delta"]["score_changes"] == [
+        {
+            "seat": 0,
+            "prestige": 3,
+            "resources": live[0]["view"]["scores"][0]["resources"],
+            "held": {"rare_winds": 1},
+        }
     ]
     for frame in (welcome, accepted, rejected, ended, *live):
         server_frame.validate(frame)
-    broken = {**live[2], "view_delta": {**live[2]["view_delta"], "added": {"viola": {"kind": "rare"}}}}
+    delta = live[1]["view_delta"]
+    for broken in (
+        {**delta, "added": {"viola": {"kind": "rare"}}},
+        {**delta, "score_changes": [{"seat": 0, "chairs": ["rare_winds"]}]},
+        {**delta, "scores": delta["score_changes"], "score_changes": None},
+    ):
+        with pytest.raises(jsonschema.ValidationError):
+            server_frame.validate({**live[1], "view_delta": broken})
     with pytest.raises(jsonschema.ValidationError):
-        server_frame.validate(broken)
+        client_frame.validate({"type": "hello", "view": "patch"})
+    client_frame.validate({"type": "hello", "view": True})
+    assert "ViewPatch" not in document["$defs"] and {"ViewDelta", "ScoreChange"} <= set(document["$defs"])
     view.validate(welcome["view"])
     for item in await get_events(api.url, game_id):
         envelope.validate(item)

@@ -11,13 +11,14 @@ import httpx
 import pytest
 from support.e2e import new_game
 
-from orchestra_client import GameClient, apply_delta, apply_patch, create_game, get_events, get_view
+from orchestra_client import GameClient, apply_delta, create_game, get_events, get_view
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
 PERF = {"kind": "performance", "era": "classical"}
 REPAIR = {"kind": "repair", "family": "strings"}
 STRINGS = {"kind": "repair", "family": "strings"}
+RARE_WINDS = {"kind": "instrument", "instrument": "rare_winds"}
 
 
 async def test_a_three_player_game_reaches_two_spectators_once_in_order_with_the_http_view(
@@ -159,12 +160,13 @@ async def test_a_hello_with_since_replays_history_before_live_traffic(server: An
     assert late.welcome["version"] == 4
     await late.wait_for_version(4)
     history = [f for f in late.received if f["type"] == "events"]
-    assert all("view" not in f for f in history)
+    assert all(set(f) == {"type", "envelopes"} for f in history)
     assert [e["version"] for e in late.envelopes] == [3, 4]
     await ada.place(PERF, "violin_bc")
     await late.wait_for_version(5)
     assert [e["version"] for e in late.envelopes] == [3, 4, 5]
-    assert "view" in late.received[-1]
+    assert "view_delta" in late.received[-1]  # live traffic, with the default view mode
+    assert late.view == await get_view(server.url, game_id)
     await ada.close()
     await late.close()
 
@@ -224,10 +226,10 @@ async def test_create_game_answers_tokens_once_and_http_reads_need_no_token_for_
     assert len(view["spaces"]) == 14
 
 
-async def test_patch_and_delta_clients_keep_the_same_view_as_a_full_view_client_at_every_frame(
+async def test_delta_clients_keep_the_same_view_as_a_full_view_client_at_every_frame(
     start_server: Any,
 ) -> None:
-    # Two nodes, so that patches reach followers both from their own node's appends and from the other
+    # Two nodes, so that deltas reach followers both from their own node's appends and from the other
     # node's (through the tail), in batches of one or several commands.
     one, two = start_server(), start_server()
     game_id, tokens = await new_game(one.url, ["Ada", "Ben", "Cy"])
@@ -235,13 +237,22 @@ async def test_patch_and_delta_clients_keep_the_same_view_as_a_full_view_client_
         await GameClient.connect(node.url, game_id, token)
         for node, token in zip((one, two, one), tokens, strict=True)
     ]
+    # None: a hello without `view` (deltas, the default); True: v1's spelling of "full".
+    modes: tuple[str | bool | None, ...] = ("full", True, None, "delta")
     followers = {
         (node.url, mode): await GameClient.connect(node.url, game_id, view=mode)
         for node in (one, two)
-        for mode in (True, "patch", "delta")
+        for mode in modes
     }
     rng = random.Random(7)
-    moves = [(PERF, "viola"), (REPAIR, "viola"), (REPAIR, "cello"), (PERF, "oboe"), (PERF, "piano")]
+    moves = [
+        (PERF, "viola"),
+        (REPAIR, "viola"),
+        (REPAIR, "cello"),
+        (PERF, "oboe"),
+        (PERF, "piano"),
+        (RARE_WINDS, "rare_winds"),
+    ]
 
     async def play(client: GameClient, count: int) -> None:
         for _ in range(count):
@@ -255,55 +266,54 @@ async def test_patch_and_delta_clients_keep_the_same_view_as_a_full_view_client_
     final = await get_view(one.url, game_id)
     for (url, mode), follower in followers.items():
         assert follower.view == final, (url, mode)
-        fields = {"view", "view_patch", "view_delta"}
-        kinds = {frozenset(fields & set(f)) for f in follower.received if f.get("type") == "events"}
-        assert kinds == {frozenset({"view" if mode is True else f"view_{mode}"})}
-    # Frame by frame: applying each patch or delta gives the view of the full-view follower of the same
-    # node.
-    for node, mode in itertools.product((one, two), ("patch", "delta")):
-        full = [f for f in followers[(node.url, True)].received if f.get("type") == "events"]
+        kinds = {
+            frozenset({"view", "view_delta"} & set(f)) for f in follower.received if f.get("type") == "events"
+        }
+        assert kinds == {frozenset({"view" if mode in ("full", True) else "view_delta"})}, mode
+    # Frame by frame: applying each delta gives the view of the full-view follower of the same node.
+    for node, mode in itertools.product((one, two), (None, "delta")):
+        full = [f for f in followers[(node.url, "full")].received if f.get("type") == "events"]
         partial = [f for f in followers[(node.url, mode)].received if f.get("type") == "events"]
         view = followers[(node.url, mode)].welcome["view"]
         by_version = {f["envelopes"][-1]["version"]: f["view"] for f in full}
         for frame in partial:
-            if mode == "patch":
-                view = apply_patch(view, frame["view_patch"])
-            else:
-                view = apply_delta(view, frame["view_delta"])
+            view = apply_delta(view, frame["view_delta"])
             version = frame["envelopes"][-1]["version"]
             assert view["version"] == version
             if version in by_version:
                 assert view == by_version[version]
             else:  # batched differently on this connection: compare with the view at that version
                 assert view == await get_view(node.url, game_id, at=version)
-        changed = [f[f"view_{mode}"]["spaces"] for f in partial]
-        if mode == "delta":  # placements only add: no space comes whole
-            assert all(not spaces for spaces in changed)
-            changed = [f["view_delta"]["added"] for f in partial]
-        assert all(len(c) <= 1 or len(f["envelopes"]) > 1 for c, f in zip(changed, partial, strict=True))
+        deltas = [f["view_delta"] for f in partial]
+        assert all(not delta["spaces"] for delta in deltas)  # placements only add: no space comes whole
+        for frame, delta in zip(partial, deltas, strict=True):
+            if len(frame["envelopes"]) == 1:  # one placement: one space, and one or two seats' scores
+                assert len(delta["added"]) == 1 and 1 <= len(delta["score_changes"]) <= 2
+            for change in delta["score_changes"]:
+                assert set(change) == {"seat", "prestige", "resources", "held"}
     for client in [*players, *followers.values()]:
         await client.close()
 
 
-@pytest.mark.parametrize("mode", ["patch", "delta"])
-async def test_a_patch_or_delta_after_the_game_ends_carries_ended_and_no_space(
-    server: Any, mode: str
-) -> None:
+async def test_a_delta_after_the_game_ends_carries_ended_and_nothing_else(server: Any) -> None:
     game_id, tokens = await new_game(server.url, ["Ada"])
     ada = await GameClient.connect(server.url, game_id, tokens[0])
-    watcher = await GameClient.connect(server.url, game_id, view=mode)
+    watcher = await GameClient.connect(server.url, game_id)
     await ada.place(PERF, "viola")
-    first = (await watcher.next_frame())[f"view_{mode}"]
-    assert first["version"] == 2
-    if mode == "patch":
-        assert set(first["spaces"]) == {"viola"}
-    else:  # what the space gained: the chair, nothing below the line yet
-        assert first["spaces"] == {} and first["added"] == {
+    first = (await watcher.next_frame())["view_delta"]
+    # What the space gained (the chair, nothing below the line yet), and the seat's new score.
+    assert first == {
+        "version": 2,
+        "ended": False,
+        "spaces": {},
+        "added": {
             "viola": {"kind": "standard", "chair": {"seat": 0, "token": PERF}, "below_from": 0, "below": []}
-        }
+        },
+        "score_changes": [{"seat": 0, "prestige": 3, "resources": {"money": 4}, "held": {"viola": 1}}],
+    }
     await ada.end_game()
-    ended = (await watcher.next_frame())[f"view_{mode}"]
-    assert ended["ended"] is True and ended["spaces"] == {} and ended.get("added", {}) == {}
+    ended = (await watcher.next_frame())["view_delta"]
+    assert ended == {"version": 3, "ended": True, "spaces": {}, "added": {}, "score_changes": []}
     assert watcher.view == await get_view(server.url, game_id)
     await ada.close()
     await watcher.close()

@@ -1,20 +1,22 @@
-"""A live game's encoded view: encoded space by space, it must equal encoding the whole view at once."""
+"""A live game's encoded view (encoded space by space, it must equal encoding the whole view at once), and
+its view deltas: exact, and as large as the change, never as the game."""
 
 from __future__ import annotations
 
 import random
+import re
 
 import msgspec
 import pytest
 
 from domain import InstrumentToken, PerformanceToken, Place, Rejected, RepairToken
-from orchestra_client import DeltaMismatch, apply_delta, apply_patch
-from projections import ViewDelta, ViewPatch, project, render
+from orchestra_client import DeltaMismatch, apply_delta
+from projections import ViewDelta, project, render
 from server.config import Settings
 from server.engine import envelope
 from server.engine.live import SPACES_CACHE_BYTES, GapError, LiveGame
 from server.engine.service import GameService
-from server.protocol.frames import DeltaFrame, EventsFrame, PatchFrame, encode
+from server.protocol.frames import DeltaFrame, EventsFrame, encode
 from server.store.memory import MemoryEventStore
 
 CHOICES = [
@@ -127,18 +129,13 @@ async def test_a_frame_holding_the_view_struct_is_the_frame_holding_the_encoded_
         assert encode(EventsFrame(envelopes, live.encoded_view())) == encode(
             EventsFrame(envelopes, msgspec.Raw(msgspec.json.encode(live.board.view)))
         )
-        assert encode(PatchFrame(envelopes, live.encoded_patch())) == encode(
-            PatchFrame(envelopes, msgspec.Raw(msgspec.json.encode(live.encoded_patch())))
-        )
         assert encode(DeltaFrame(envelopes, live.encoded_delta())) == encode(
             DeltaFrame(envelopes, msgspec.Raw(msgspec.json.encode(live.encoded_delta())))
         )
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-async def test_deltas_and_patches_applied_as_a_client_does_give_the_view_rendered_from_scratch(
-    seed: int,
-) -> None:
+async def test_deltas_applied_as_a_client_does_give_the_view_rendered_from_scratch(seed: int) -> None:
     service = GameService(MemoryEventStore(), view_cache_bytes=2_000)
     game_id = (await _long_game(service, 300)).game_id
     records = await service.store.read(game_id)
@@ -147,33 +144,83 @@ async def test_deltas_and_patches_applied_as_a_client_does_give_the_view_rendere
     # Batches of one command up to more than INCREMENTAL_UP_TO (a catch-up, folded in one pass).
     first = rng.randrange(1, 5)
     live.ingest(records[:first])
-    by_delta = by_patch = msgspec.json.decode(live.view_json)
+    by_delta = msgspec.json.decode(live.view_json)
     done = first
     while done < len(records):
         size = rng.choice([1, 1, 1, 2, 3, 9, 20])
         live.ingest(records[done : done + size])
         done += size
         delta_json = msgspec.json.encode(live.encoded_delta())
-        patch_json = msgspec.json.encode(live.encoded_patch())
         by_delta = apply_delta(by_delta, msgspec.json.decode(delta_json))
-        by_patch = apply_patch(by_patch, msgspec.json.decode(patch_json))
-        # What is sent is what the published types (and so the schema) say, byte for byte.
-        for encoded, kind in ((delta_json, ViewDelta), (patch_json, ViewPatch)):
-            assert msgspec.json.encode(msgspec.json.decode(encoded, type=kind)) == encoded
+        # What is sent is what the published type (and so the schema) says, byte for byte.
+        assert msgspec.json.encode(msgspec.json.decode(delta_json, type=ViewDelta)) == delta_json
         rendered = msgspec.json.decode(msgspec.json.encode(render(live.board.game)))
-        assert by_delta == rendered == by_patch, done
+        assert by_delta == rendered, done
     assert live.version == len(records) > 300
 
 
-async def test_a_delta_stays_small_as_the_game_grows_where_a_patch_does_not() -> None:
-    live = await _long_game(GameService(MemoryEventStore()), 400)
-    delta_json = msgspec.json.encode(live.encoded_delta())
-    delta = msgspec.json.decode(delta_json)
-    (changed,) = live.replaced
-    assert delta["spaces"] == {} and list(delta["added"]) == [changed]
-    # The scores (each seat's chairs) come whole in both; a patch also repeats the whole space.
-    patch_json = msgspec.json.encode(live.encoded_patch())
-    assert len(delta_json) < 2_000 and 3 * len(delta_json) < len(patch_json)
+# The size test: a game past 1,000 placements where seat 0 takes a rare chair every other placement
+# (holding hundreds of them) while seats 1 and 2 contest the Cello, so that a placement below the line
+# and a steal by majority come back again and again. Seat 1 and 2 place in pairs (1, 2, 2, 1, 1, 2, ...):
+# the second of each pair steals, the first goes below the line.
+RARE = (InstrumentToken("rare_winds"), "rare_winds")
+CONTESTED = (RepairToken("strings"), "cello")
+# A number in JSON (not digits within a string: hashes, timestamps, ids).
+NUMBER = re.compile(rb"(?<=[:,\[])-?\d+(?=[,\]}])")
+
+
+def _kind(frame: bytes) -> tuple[str, int, str]:
+    (envelope,) = msgspec.json.decode(frame)["envelopes"]
+    event = envelope["event"]
+    return event["type"], event["seat"], event.get("reason", event["space"])
+
+
+async def test_a_delta_frame_after_placement_1000_is_no_larger_than_one_after_placement_10() -> None:
+    service = GameService(MemoryEventStore(), max_placements=1_200)
+    game_id = (await service.create(["Ada", "Ben", "Cy"])).game_id
+    live = await service.live(game_id)
+    assert live is not None
+    frames: list[bytes] = []
+    # What the hub sends a delta client for each batch (`Hub.publish`).
+    live.listeners.append(
+        lambda game, records: frames.append(
+            encode(DeltaFrame([msgspec.Raw(r.data) for r in records], game.encoded_delta()))
+        )
+    )
+    contest = [1] + [seat for _ in range(600) for seat in (2, 2, 1, 1)]
+    for number in range(1_100):
+        seat, (token, space) = (0, RARE) if number % 2 == 0 else (contest[number // 2], CONTESTED)
+        await service.handle(game_id, Place(seat=seat, id=f"c{number:04}", token=token, space=space))
+    assert len(frames) == 1_100 and live.board.view.scores[0].chairs.count("rare_winds") == 550
+
+    def sizes(start: int) -> dict[tuple[str, int, str], tuple[int, int]]:
+        """The first frame of each kind from placement `start` on: its size, and its size with every
+        number written in one digit."""
+        found: dict[tuple[str, int, str], tuple[int, int]] = {}
+        for frame in frames[start:]:
+            found.setdefault(_kind(frame), (len(frame), len(NUMBER.sub(b"0", frame))))
+        return found
+
+    early, late = sizes(10), sizes(1_000)
+    assert (
+        set(early)
+        == set(late)
+        == {
+            ("ChairClaimed", 0, "rare_winds"),
+            ("PlacedBelowLine", 1, "no_majority"),
+            ("PlacedBelowLine", 2, "no_majority"),
+            ("ChairStolen", 1, "majority"),
+            ("ChairStolen", 2, "majority"),
+        }
+    )
+    for kind, (size, shape) in early.items():
+        late_size, late_shape = late[kind]
+        # Only numbers grow (versions, indices, counts, prestige, resources: a few digits each).
+        assert late_shape <= shape, kind
+        assert late_size <= size + 3 * len(NUMBER.findall(frames[-1])), kind
+    # Seat 0 holds 500 rare chairs, which its frames never list (as a score's `chairs` would).
+    assert all(b'"rare_winds","rare_winds"' not in frame for frame in frames)
+    assert all(len(frame) < 1_000 for frame in frames[1:])
 
 
 def test_a_delta_that_does_not_extend_the_view_held_is_refused() -> None:
