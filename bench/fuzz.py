@@ -7,10 +7,10 @@ It starts its own redis-server and `orchestra serve` on free loopback ports (no 
 limit, so every frame reaches the parser), proves that the server's log is captured (a malformed HTTP
 request must show up as uvicorn's "Invalid HTTP request received." warning), then sends `--frames` frames
 over `--connections` sessions (players of several games and spectators, each following the view in
-one of the hello's four ways: whole, patch, delta, none). Frames are valid commands and
-mutations of them: bit flips, truncation, field swaps, type changes, huge values, deep nesting, random
-unicode (lone surrogates among them), extra and missing fields, duplicate keys, binary frames and random
-bytes. Meanwhile a canary player of another game sends a valid command every half second.
+one of the hello's ways: the default (no `view`), delta, full, `true` (v1's full), none). Frames are
+valid commands and mutations of them: bit flips, truncation, field swaps, type changes, huge values, deep
+nesting, random unicode (lone surrogates among them), extra and missing fields, duplicate keys, binary
+frames and random bytes. Meanwhile a canary player of another game sends a valid command every half second.
 
 Checked and reported: every frame gets exactly one answer (`accepted` or `rejected`) unless its session
 is closed (closes counted by code), the answers by code, the server stays up and keeps answering the
@@ -45,6 +45,8 @@ from orchestra_client.bots import random_placement
 
 WINDOW = 16  # frames in flight per connection
 ANSWER_TIMEOUT = 15.0
+# A hello's `view`, each way (None: no `view`, the default).
+HELLO_VIEWS: tuple[str | bool | None, ...] = (None, "delta", "full", True, False)
 LOG_CANARY = "Invalid HTTP request received"
 _UNICODE = ["\u0000", "\ud800", "\udfff", "\u202e", "\ufeff", "\U0001f3bb", "é", "\u0301", "\uffff", "Ω"]
 
@@ -71,12 +73,11 @@ class Mutator:
                 frame["expected_version"] = rng.randint(0, 50)
             return frame
         if pick < 0.97:
-            return {
-                "type": "hello",
-                "token": None,
-                "since": rng.choice([None, 0, 5]),
-                "view": rng.choice([True, False, "patch", "delta"]),
-            }
+            hello: dict[str, Any] = {"type": "hello", "token": None, "since": rng.choice([None, 0, 5])}
+            view = rng.choice(HELLO_VIEWS)
+            if view is not None:
+                hello["view"] = view
+            return hello
         return {"type": "end_game", "id": f"f{self.count}"}
 
     def frame(self) -> str | bytes:
@@ -270,8 +271,11 @@ async def _session(
     stats.sessions += 1
     try:
         # Each way of following a game's view, so that the fuzzed games' frames go out in all of them.
-        view = gen.rng.choice([True, "patch", "delta", False])
-        await ws.send(json.dumps({"type": "hello", "token": token, "since": None, "view": view}))
+        hello: dict[str, Any] = {"type": "hello", "token": token, "since": None}
+        view = gen.rng.choice(HELLO_VIEWS)
+        if view is not None:
+            hello["view"] = view
+        await ws.send(json.dumps(hello))
         welcome = json.loads(await asyncio.wait_for(ws.recv(), 10))
         if welcome.get("type") != "welcome":
             raise RuntimeError(f"no welcome: {welcome}")

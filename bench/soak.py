@@ -5,8 +5,9 @@
     python -m bench.soak --seconds 15 --interval 5      # the CI size
 
 Each game slot plays games back to back: a game of `--players` bots (random legal placements over the
-real protocol, `--pace` seconds apart) and `--spectators` spectators who follow it from version 0 (taking
-whole views, view patches and view deltas in turn); seat 0 ends the game after its quota. When a game
+real protocol, `--pace` seconds apart, taking no view) and `--spectators` spectators who follow it from
+version 0 (with the hello's default, view deltas asked for by name, and whole views, in turn); seat 0
+ends the game after its quota. When a game
 ends, every client's history must equal GET /games/{id}/events, and every spectator's view GET
 /games/{id}/view (a mismatch is an error). Every `--storm-every` seconds a storm drops `--storm-share`
 of all open connections at once (as a network would); the clients resume by themselves with `since`.
@@ -124,8 +125,9 @@ async def _player(soak: Soak, client: GameClient, rng: random.Random, deadline: 
                 soak.error(f"rejected:{answer['code']}")
 
 
-# What the spectators' hellos ask for, in turn: each way of keeping a view must end at the stored one.
-VIEWS: tuple[bool | str, ...] = (True, "patch", "delta")
+# What the spectators' hellos ask for, in turn (None: no `view`, the default): each way of keeping a
+# view must end at the stored one.
+VIEWS: tuple[str | None, ...] = (None, "delta", "full")
 
 
 def _ended(client: GameClient) -> bool:

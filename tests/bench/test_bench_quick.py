@@ -121,7 +121,7 @@ def test_latency(results: dict[str, dict[str, Any]]) -> None:
     assert result["runs"]["ours"]["config"]["mode"] == "open"
     # The minimal pipeline's frames carry views only when asked to (--views).
     assert summary["minimal_views_frame_bytes_mean"] > result["runs"]["minimal"]["spectator_frame_bytes_mean"]
-    # Each of ours' runs asked for what it reports: patches and deltas are smaller than whole views.
+    # Each of ours' runs asked for what it reports: deltas are smaller than whole views.
     assert result["runs"]["ours_delta"]["config"]["view"] == "delta"
     assert _positive(summary["ratio_p99_all_spectators_delta"])
     assert 0 < summary["ours_delta_frame_bytes_mean"] < summary["ours_frame_bytes_mean"]

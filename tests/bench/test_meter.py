@@ -20,7 +20,7 @@ full_decode = msgspec.json.Decoder(Frame).decode
 TRICKY = ['Ada,"view":{}', '"},"view":', "Ben\\", "Cy"]
 
 
-async def _records() -> tuple[str, list[bytes], bytes, bytes, bytes]:
+async def _records() -> tuple[str, list[bytes], bytes, bytes]:
     service = GameService(MemoryEventStore(), max_placements=1_000)
     created = await service.create(TRICKY)
     pairs = legal_placements()
@@ -29,11 +29,11 @@ async def _records() -> tuple[str, list[bytes], bytes, bytes, bytes]:
     records = await service.store.read(created.game_id)
     live = LiveGame(created.game_id)
     live.ingest(records)
-    patch, delta = msgspec.json.encode(live.encoded_patch()), msgspec.json.encode(live.encoded_delta())
-    return created.game_id, [r.data for r in records], live.view_json, patch, delta
+    delta = msgspec.json.encode(live.encoded_delta())
+    return created.game_id, [r.data for r in records], live.view_json, delta
 
 
-Game = tuple[str, list[bytes], bytes, bytes, bytes]
+Game = tuple[str, list[bytes], bytes, bytes]
 
 
 @pytest.fixture(scope="module")
@@ -41,13 +41,12 @@ def game() -> Game:
     return asyncio.run(_records())
 
 
-def _frames(datas: list[bytes], view: bytes, patch: bytes, delta: bytes) -> list[bytes]:
+def _frames(datas: list[bytes], view: bytes, delta: bytes) -> list[bytes]:
     raws = [msgspec.Raw(d) for d in datas]
     return [
         wire.encode(wire.EventsFrame(raws[:1], msgspec.Raw(view))),
         wire.encode(wire.EventsFrame(raws[-3:], msgspec.Raw(view))),
         wire.encode(wire.EventsFrame(raws, msgspec.Raw(view))),
-        wire.encode(wire.PatchFrame(raws[-1:], msgspec.Raw(patch))),
         wire.encode(wire.DeltaFrame(raws[-2:], msgspec.Raw(delta))),
         wire.encode(wire.HistoryFrame(raws)),
         b'{"type":"accepted","id":"c1","first":2,"last":2}',
@@ -56,20 +55,19 @@ def _frames(datas: list[bytes], view: bytes, patch: bytes, delta: bytes) -> list
 
 
 def test_timed_part_equals_a_full_decode(game: Game) -> None:
-    _, datas, view, patch, delta = game
-    frames = _frames(datas, view, patch, delta)
+    _, datas, view, delta = game
+    frames = _frames(datas, view, delta)
     assert any(b'view\\":' in f for f in frames)  # the tricky names did reach the envelopes
     for frame in frames:
         assert timed_part(frame) == full_decode(frame)
 
 
-@pytest.mark.parametrize("key", ["view", "view_patch", "view_delta"])
-def test_timed_part_does_not_parse_the_view_the_patch_or_the_delta(game: Game, key: str) -> None:
-    _, datas, view, patch, delta = game
+@pytest.mark.parametrize("key", ["view", "view_delta"])
+def test_timed_part_does_not_parse_the_view_or_the_delta(game: Game, key: str) -> None:
+    _, datas, view, delta = game
     envelopes = [msgspec.Raw(datas[-1])]
-    frame: wire.EventsFrame | wire.PatchFrame | wire.DeltaFrame = {
+    frame: wire.EventsFrame | wire.DeltaFrame = {
         "view": wire.EventsFrame(envelopes, msgspec.Raw(view)),
-        "view_patch": wire.PatchFrame(envelopes, msgspec.Raw(patch)),
         "view_delta": wire.DeltaFrame(envelopes, msgspec.Raw(delta)),
     }[key]
     good = wire.encode(frame)

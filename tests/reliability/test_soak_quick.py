@@ -1,5 +1,5 @@
-"""The soak at CI size (`python -m bench.soak --seconds 12`): bots, spectators (whole views, patches and
-deltas) and reconnect storms."""
+"""The soak at CI size (`python -m bench.soak --seconds 12`): bots, spectators (the default view deltas,
+deltas asked for by name, whole views) and reconnect storms."""
 
 from __future__ import annotations
 
