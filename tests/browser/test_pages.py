@@ -184,6 +184,14 @@ async def test_the_watch_page_recovers_from_a_server_restart_without_duplicate_l
     assert await page.evaluate("window.notReloaded") is True
 
 
+# Each row of the scores table: chairs held (count), their names (the cell's title), prestige, resources.
+SCORES_JS = """() => [...document.querySelectorAll('#scores tbody tr')].map((row) => {
+  const chairs = row.querySelector('.chairs');
+  return [chairs.textContent, chairs.title, row.querySelector('.prestige').textContent,
+          row.querySelector('.resources').textContent];
+})"""
+
+
 async def test_the_watch_page_takes_view_deltas_and_resyncs_when_one_does_not_fit(
     server: ServerProcess, page: Any
 ) -> None:
@@ -231,6 +239,25 @@ async def test_the_watch_page_takes_view_deltas_and_resyncs_when_one_does_not_fi
         await wait_for_board(page, await get_view(server.url, game_id))
         assert await page.evaluate("window.deltas") == deltas + 1
         assert len(await page.evaluate("window.hellos")) == 2
+        # Ben's instrument takes the Viola from Ada (her count there drops to 0), then more rare chairs:
+        # the scores the page rebuilds from the deltas' counts are those a whole view shows.
+        async with await GameClient.connect(server.url, game_id, tokens[1]) as ben:
+            viola = {"kind": "instrument", "instrument": "viola"}
+            assert (await ben.place(viola, "viola"))["type"] == "accepted"
+            for _ in range(2):
+                assert (await ben.place(rare, "rare_winds"))["type"] == "accepted"
+        view = await get_view(server.url, game_id)
+        await wait_for_board(page, view)
+        assert await page.evaluate("window.deltas") == deltas + 4
+        shown = await page.evaluate(SCORES_JS)
+        assert [(row[0], row[2]) for row in shown] == [
+            (str(len(score["chairs"])), str(score["prestige"])) for score in view["scores"]
+        ]
+        fresh = await page.context.new_page()  # its board comes from a welcome's whole view
+        await fresh.goto(f"{server.url}/games/{game_id}/watch")
+        await wait_for_board(fresh, view)
+        assert await fresh.evaluate(SCORES_JS) == shown
+        await fresh.close()
 
 
 async def test_player_names_are_shown_as_text_and_never_run(server: ServerProcess, page: Any) -> None:
@@ -275,7 +302,7 @@ async def test_a_private_game_is_watched_with_the_token_in_the_fragment(
     await wait_for_log(page, 1)
     await page.goto(f"{server.url}/games/{game_id}/replay#token={watch}")
     await page.wait_for_selector('#board[data-version="1"]')
-    assert watch not in server.ops.logs()
+    assert watch not in server.logs()
 
 
 async def test_the_play_page_places_only_where_the_server_says(server: ServerProcess, page: Any) -> None:

@@ -107,6 +107,7 @@ class Board {
     this.cells = new Map();
     this.seen = new Map();
     this.scoreSeen = new Map();
+    this.scores = [];
     this.version = 0;
     this.draw();
   }
@@ -217,7 +218,11 @@ class Board {
     for (const [id, addition] of Object.entries(view.added || {})) {
       if (!this.extend(id, addition, animate)) return false;
     }
-    this.renderScores(view, animate);
+    if (view.scores) this.scores = view.scores;
+    for (const change of view.score_changes || []) {
+      if (!this.changeScore(change)) return false;
+    }
+    this.renderScores(animate);
     this.version = view.version;
     this.root.dataset.version = String(view.version);
     document.body.classList.toggle("ended", Boolean(view.ended));
@@ -255,10 +260,27 @@ class Board {
     return true;
   }
 
-  renderScores(view, animate) {
+  // A view delta's change to one seat's score: its chairs rebuilt from their counts in layout order (the
+  // view's order); false when the seat is not on the board (this page missed something: it must resync).
+  changeScore(change) {
+    const index = this.scores.findIndex((score) => score.seat === change.seat);
+    if (index < 0) return false;
+    const counts = new Map();
+    for (const id of this.scores[index].chairs) counts.set(id, (counts.get(id) || 0) + 1);
+    for (const [id, count] of Object.entries(change.held || {})) counts.set(id, count);
+    const chairs = [];
+    for (const space of this.layout.spaces) {
+      for (let n = counts.get(space.id) || 0; n > 0; n -= 1) chairs.push(space.id);
+    }
+    this.scores = this.scores.map((score, at) =>
+      at === index ? { ...score, chairs, prestige: change.prestige, resources: change.resources } : score);
+    return true;
+  }
+
+  renderScores(animate) {
     const body = $("scores").querySelector("tbody");
     const rows = [];
-    for (const score of view.scores || []) {
+    for (const score of this.scores) {
       const row = el("tr", `seat-${score.seat % 4}`);
       row.dataset.seat = String(score.seat);
       const who = el("td", "who");
@@ -371,7 +393,8 @@ class Live {
     const scheme = location.protocol === "https:" ? "wss:" : "ws:";
     const socket = new WebSocket(`${scheme}//${location.host}/games/${encodeURIComponent(gameId)}/ws`);
     this.socket = socket;
-    // "delta": live frames carry only what each changed space gained (the whole view grows with the game).
+    // "delta" (the default, said anyway): live frames carry only what changed (the whole view grows with
+    // the game).
     socket.onopen = () =>
       socket.send(JSON.stringify({ type: "hello", token: secret, since: this.since, view: "delta" }));
     socket.onmessage = (message) => {
@@ -383,7 +406,8 @@ class Live {
       } else if (frame.type === "events") {
         const fresh = frame.envelopes.filter((env) => env.version > this.since);
         for (const env of fresh) this.since = env.version;
-        // A delta renders like a view: render() draws what it adds to the spaces it names, and the scores.
+        // A delta renders like a view: render() draws what it adds to the spaces it names, and the scores
+        // that changed.
         this.handlers.events(fresh, frame.view || frame.view_delta || null);
       } else if (frame.type === "accepted" || frame.type === "rejected") {
         this.handlers.answer?.(frame);
