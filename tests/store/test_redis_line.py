@@ -16,7 +16,7 @@ from support.redis import RedisProcess, bounded, new_id
 
 from server.store import Appended, ConcurrencyConflict, StoreUnavailable
 from server.store.redis import RedisEventStore
-from server.store.redis._line import ScriptLine, _Protocol
+from server.store.redis._line import ScriptLine, _Protocol, error_of
 from server.store.redis._scripts import APPEND, commands_key, events_key
 
 pytestmark = pytest.mark.integration
@@ -78,6 +78,52 @@ async def test_error_replies_are_redis_pys_exceptions(redis_url: str) -> None:
         assert await bounded(line.script(ECHO_SHA, ECHO, ["k"], [1], 2.0)) == [b"k", b"1"]
     finally:
         await line.close()
+
+
+@pytest.mark.parametrize(
+    ("reply", "kind", "message"),
+    [
+        ("LOADING Redis is loading the dataset in memory", rx.BusyLoadingError, "Redis is loading"),
+        ("READONLY You can't write against a read only replica.", rx.ReadOnlyError, "You can't write"),
+        ("OOM command not allowed when used memory > 'maxmemory'.", rx.OutOfMemoryError, "command not"),
+        ("NOSCRIPT No matching script.", rx.NoScriptError, "No matching script"),
+        ("NOAUTH Authentication required.", rx.AuthenticationError, "Authentication required"),
+        ("WRONGPASS invalid username-password pair", rx.AuthenticationError, "invalid username"),
+        ("NOPERM this user has no permissions", rx.NoPermissionError, "this user"),
+        ("TRYAGAIN Multiple keys request during rehashing of slot", rx.TryAgainError, "Multiple keys"),
+        ("MASTERDOWN Link with MASTER is down", rx.MasterDownError, "Link with MASTER"),
+        ("CLUSTERDOWN The cluster is down", rx.ClusterDownError, "The cluster is down"),
+        ("ERR max number of clients reached", rx.ConnectionError, "max number of clients reached"),
+        ("ERR invalid password", rx.AuthenticationError, "invalid password"),
+        ("ERR unknown command 'NOPE'", rx.ResponseError, "unknown command"),
+        ("CONFLICT 7", rx.ResponseError, "CONFLICT 7"),
+        ("NOGAME", rx.ResponseError, "NOGAME"),
+        ("EXISTS g1", rx.ResponseError, "EXISTS g1"),
+    ],
+)
+def test_an_error_reply_becomes_the_exception_redis_py_raises_for_it(
+    reply: str, kind: type[rx.RedisError], message: str
+) -> None:
+    error = error_of(reply)
+    assert type(error) is kind
+    assert str(error).startswith(message)
+
+
+async def test_an_error_reply_is_the_same_exception_over_the_line_and_over_redis_py(redis_url: str) -> None:
+    script = "return redis.error_reply('READONLY not here')"
+    line = ScriptLine.for_url(redis_url, 2.0)
+    client = redis.asyncio.Redis.from_url(redis_url)
+    assert line is not None
+    try:
+        with pytest.raises(rx.RedisError) as theirs:
+            await bounded(client.eval(script, 0))
+        with pytest.raises(rx.RedisError) as ours:
+            await bounded(line.script(_sha(script), script, [], [], 2.0))
+        assert type(ours.value) is type(theirs.value) is rx.ReadOnlyError
+        assert str(ours.value) == str(theirs.value)
+    finally:
+        await line.close()
+        await client.aclose()
 
 
 async def test_a_password_and_a_database_in_the_url_are_used(tmp_path: Path) -> None:

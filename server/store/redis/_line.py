@@ -25,8 +25,8 @@ from typing import Any
 
 import hiredis
 from redis import exceptions as rx
-from redis._parsers.base import BaseParser
-from redis.asyncio.connection import SSLConnection, parse_url
+from redis.asyncio import ConnectionPool
+from redis.asyncio.connection import SSLConnection
 
 Arg = str | bytes | int
 
@@ -88,11 +88,11 @@ class ScriptLine:
     @classmethod
     def for_url(cls, url: str, connect_timeout: float) -> ScriptLine | None:
         """A line to the Redis at redis:// or unix:// `url`; None for rediss:// (left to redis-py)."""
-        options = parse_url(url)
-        connection_class = options.get("connection_class")
-        if connection_class is not None and issubclass(connection_class, SSLConnection):
+        # The pool parses the URL as redis-py's clients do (it connects nothing until asked).
+        pool = ConnectionPool.from_url(url)
+        if issubclass(pool.connection_class, SSLConnection):
             return None
-        return cls(dict(options), connect_timeout)
+        return cls(dict(pool.connection_kwargs), connect_timeout)
 
     async def script(
         self, sha: str, source: str, keys: Sequence[Arg], args: Sequence[Arg], timeout: float
@@ -210,9 +210,43 @@ def _retrieved(task: asyncio.Task[_Protocol]) -> None:
         task.exception()
 
 
+# An error reply's first word, for the replies that mean something other than "this command was wrong":
+# the class redis-py raises for it (the store's error translation tells "not now" from "wrong" by these),
+# with the word left out of the message, as redis-py does (and ERR's too). Any other reply is a
+# ResponseError carrying the whole text (the scripts' CONFLICT, NOGAME and EXISTS among them).
+_ERROR_CLASSES: dict[str, type[rx.RedisError]] = {
+    "LOADING": rx.BusyLoadingError,
+    "READONLY": rx.ReadOnlyError,
+    "OOM": rx.OutOfMemoryError,
+    "NOSCRIPT": rx.NoScriptError,
+    "NOAUTH": rx.AuthenticationError,
+    "WRONGPASS": rx.AuthenticationError,
+    "NOPERM": rx.NoPermissionError,
+    "EXECABORT": rx.ExecAbortError,
+    "TRYAGAIN": rx.TryAgainError,
+    "MASTERDOWN": rx.MasterDownError,
+    "CLUSTERDOWN": rx.ClusterDownError,
+}
+# The ERR replies that mean the connection is refused rather than the command wrong.
+_ERR_CLASSES: dict[str, type[rx.RedisError]] = {
+    "max number of clients reached": rx.ConnectionError,
+    "invalid password": rx.AuthenticationError,
+}
+
+
+def error_of(text: str) -> rx.RedisError:
+    """The redis-py exception for the error reply `text` (what redis-py's own client raises for it)."""
+    code, _, rest = text.partition(" ")
+    if code == "ERR":
+        return _ERR_CLASSES.get(rest, rx.ResponseError)(rest)
+    kind = _ERROR_CLASSES.get(code)
+    if kind is not None:
+        return kind(rest)
+    return rx.ResponseError(text)
+
+
 def _checked(reply: Any) -> Any:
     """The reply, or the exception redis-py raises for it when it is an error reply."""
     if isinstance(reply, hiredis.ReplyError):
-        error: rx.RedisError = BaseParser.parse_error(str(reply))  # type: ignore[no-untyped-call]
-        raise error
+        raise error_of(str(reply))
     return reply
