@@ -43,7 +43,7 @@ def plot_load(result: dict[str, Any], out: Path, dpi: int) -> Path:
     labels = [str(r["round"]) for r in rounds]
     present = [s for s in (SERIES[0], BASELINE, SERIES[1]) if all(s[0] in r for r in rounds)]
     width = 0.8 / len(present)
-    figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4), constrained_layout=True)
+    figure, (left, right) = plt.subplots(1, 2, figsize=(10, 5), constrained_layout=True)
     metrics = (
         (left, "accepted commands/s", "throughput", goals["throughput_min"]),
         (right, "p99 ms, send -> every client", "p99", goals["p99_max"]),
@@ -63,7 +63,8 @@ def plot_load(result: dict[str, Any], out: Path, dpi: int) -> Path:
         axis.set_xlabel("round")
         axis.set_ylabel(ylabel)
         axis.set_title(f"{name}: ours/minimal {summary['ratios'][name]:.2f}x (medians)")
-        axis.legend(fontsize="small")
+        # Below the axes: inside, the legend hides the bars of a round.
+        axis.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.15), ncols=2)
     config = result["config"]
     figure.suptitle(
         f"{config['tables']} tables x (3 players + 3 spectators), {config['duration']:g} s a run  "

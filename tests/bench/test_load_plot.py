@@ -1,0 +1,131 @@
+"""`python -m bench load --quick` leaves a complete result, and `python -m bench plot` draws it.
+
+No timing assertions: the machines are shared and noisy; the figures are measured, not tested.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench import plot
+from server.ops.embedded_redis import find_redis_server
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _has_redis() -> bool:
+    try:
+        find_redis_server()
+    except Exception:
+        return False
+    return True
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+
+
+def _run(**overrides: Any) -> dict[str, Any]:
+    """A run of the table workload as bench/load.py writes it, with made-up figures."""
+    run: dict[str, Any] = {
+        "commands_per_s": 1000.0,
+        "all_clients_ms": {"p50": 1.0, "p99": 3.0},
+        "cpu_us_per_command": 150.0,
+        "generator": {"core_share": 0.3},
+    }
+    run.update(overrides)
+    return run
+
+
+LOAD = {
+    "command": "python -m bench load",
+    "config": {"tables": 12, "duration": 20.0},
+    "rounds": [
+        {"round": i, "ours": _run(), "minimal": _run(commands_per_s=1100.0), "ours_interference": _run()}
+        for i in (1, 2)
+    ],
+    "summary": {
+        "ours": {"commands_per_s": 1000.0, "p99_ms": 3.0},
+        "minimal": {"commands_per_s": 1100.0, "p99_ms": 3.0},
+        "ratios": {"throughput": 0.91, "p99": 1.0, "cpu_per_command": 1.0},
+        "goals": {
+            "throughput_min": 1.0,
+            "p99_max": 1.1,
+            "cpu_per_command_max": 1.0,
+            "interference_p99_max": 1.2,
+        },
+        "interference": {"p99_without_ms": 3.0, "p99_with_ms": 3.3, "p99_ratio": 1.1},
+    },
+}
+SCALING = {
+    "command": "python -m bench scaling --quick",
+    "games": [
+        {
+            "games": n,
+            "ours": {"commands_per_s": 900.0 * n**0.5},
+            "minimal": {"commands_per_s": 1000.0 * n**0.5},
+        }
+        for n in (1, 10, 100)
+    ],
+}
+
+
+def _plot(results: Path, out: Path) -> None:
+    parser = __import__("argparse").ArgumentParser()
+    plot.add_arguments(parser)
+    args = parser.parse_args(["--quick", "--results", str(results), "--out", str(out)])
+    assert plot.main(args, []) == 0
+
+
+def test_plot_draws_both_figures_from_the_results(tmp_path: Path) -> None:
+    (tmp_path / "load.json").write_text(json.dumps(LOAD))
+    (tmp_path / "scaling.json").write_text(json.dumps(SCALING))
+    out = tmp_path / "docs"
+    _plot(tmp_path, out)
+    for name in ("load.png", "scaling.png"):
+        assert (out / name).read_bytes().startswith(b"\x89PNG"), name
+
+
+def test_plot_skips_a_missing_result(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "scaling.json").write_text(json.dumps(SCALING))
+    _plot(tmp_path, tmp_path)
+    assert (tmp_path / "scaling.png").exists() and not (tmp_path / "load.png").exists()
+    assert "load.json" in capsys.readouterr().err
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(not _has_redis(), reason="needs a redis-server binary")
+def test_load_quick_reports_both_servers_every_round_and_the_interference(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRA_")}
+    env["BENCH_RESULTS_DIR"] = str(tmp_path)
+    command = [sys.executable, "-m", "bench", "load", "--quick"]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-3000:]
+    result = json.loads((tmp_path / "load.json").read_text())
+    assert result["benchmark"] == "load" and result["quick"] is True
+    assert len(result["rounds"]) == result["config"]["rounds"] >= 1
+    for row in result["rounds"]:
+        for label in ("ours", "minimal", "ours_interference"):
+            run = row[label]
+            assert run["server_kind"] == ("minimal" if label == "minimal" else "ours")
+            assert _positive(run["commands_per_s"]), label
+            assert _positive(run["all_clients_ms"]["p99"]), label
+            assert _positive(run["cpu_us_per_command"]), label
+            assert _positive(run["generator"]["cpu_seconds"]), label
+            assert run["games_started"] >= result["config"]["tables"]
+            assert run["errors"] == {}, label
+        interference = row["ours_interference"]["interference"]
+        assert sum(interference["late_spectator"]["reads"].values()) > 0
+        assert interference["cold_games"]["loaded"] > 0
+    summary = result["summary"]
+    for key in ("throughput", "p99", "cpu_per_command"):
+        assert _positive(summary["ratios"][key]), key
+    assert _positive(summary["interference"]["p99_ratio"])
+    assert set(summary["goals_met"]) == {"throughput", "p99", "cpu_per_command", "interference"}
