@@ -79,16 +79,16 @@ class _Session:
         self.failed: StoreUnavailable | None = None
 
     async def start(self) -> None:
-        # A connection of its own, outside the pool's accounting: it lives as long as this session.
-        connection = self._client.connection_pool.make_connection()  # type: ignore[no-untyped-call]
+        # A connection of its own, outside the pool's accounting: it lives as long as this session. RESP2,
+        # whatever the client speaks: its messages are the replies that `read_response` returns, where on
+        # RESP3 they are pushes, read only through a parser's private hook. Not redis-py's PubSub: it
+        # connects again and subscribes again by itself after a failure, and a notice sent in between
+        # would be lost without any watch failing.
+        pool = self._client.connection_pool
+        connection: Any = pool.connection_class(**{**pool.connection_kwargs, "protocol": 2})
         self._connection = connection
         async with asyncio.timeout(self._timeout):
             await connection.connect()
-        # redis-py's default handler for pushed messages formats each one for a debug line (str() of the
-        # message, whatever the log level): every append's notice would pay for it.
-        setter = getattr(getattr(connection, "_parser", None), "set_pubsub_push_handler", None)
-        if setter is not None:
-            setter(_as_is)
         self._last_seen = asyncio.get_running_loop().time()
         self._spawn(self._read())
         self._spawn(self._beat())
@@ -175,8 +175,7 @@ class _Session:
         loop = asyncio.get_running_loop()
         try:
             while True:
-                # RESP3 (redis-py's default) delivers messages as pushes, which only this asks for.
-                reply = await self._connection.read_response(push_request=True)
+                reply = await self._connection.read_response()
                 self._last_seen = loop.time()
                 if not isinstance(reply, list) or not reply:
                     continue  # PONG
@@ -219,10 +218,6 @@ class _Session:
         task = asyncio.get_running_loop().create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-
-
-async def _as_is(message: Any) -> Any:
-    return message
 
 
 def _done() -> asyncio.Future[None]:
