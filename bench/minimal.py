@@ -1,7 +1,7 @@
 """The limit of the stack: a minimal game server on the same stack as ours, speaking the same frames.
 
 Starlette on uvicorn (ws="websockets-sansio") on the same event loop (uvloop), msgspec, redis-py asyncio
-with hiredis parsing and packing (server/redis_packing.py), the same Redis.
+with hiredis parsing and packing (server/compat/redis.py), the same Redis.
 Per command: one msgspec decode, one Lua conditional append (the very APPEND script of
 server/redis_scripts.py: command-id check, expected-version check, XADD), one `accepted` answer to the
 sender, one `events` frame (encoded once) to every client of the game. No rules, no projections, no

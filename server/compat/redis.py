@@ -1,8 +1,13 @@
 """Commands packed into RESP by hiredis (C) instead of redis-py's asyncio packer (Python).
 
 redis-py's asyncio connections pack every argument in a Python loop, even with hiredis installed (only its
-synchronous client uses hiredis for this). A group-commit round of 20 appends is one script call of some
-140 arguments: packed in Python it cost about 8x what hiredis takes, on the path of every round.
+synchronous client uses hiredis for this). It matters for a script call of many arguments: the
+benchmarks' redis-py baselines (bench/peer.py's scripted rounds, bench/minimal.py's appends) pack with
+hiredis, as the store's own append line does. The store's redis-py client does not: its reads and creates
+are a few arguments each, and packed in Python they cost about the same.
+
+It overrides a connection class's `pack_command`, which redis-py calls for every command: `missing()`
+says when an installed redis-py or hiredis no longer has what this relies on.
 """
 
 from __future__ import annotations
@@ -10,9 +15,11 @@ from __future__ import annotations
 from typing import Any
 
 import hiredis
-from redis.asyncio import Redis
-from redis.asyncio.connection import AbstractConnection
+from redis.asyncio import ConnectionPool, Redis
+from redis.asyncio.connection import AbstractConnection, Connection
 from redis.typing import EncodableT
+
+from server.compat import installed
 
 
 class HiredisPacking:
@@ -47,3 +54,18 @@ def use_hiredis_packing(client: Redis) -> Redis:
     pool = client.connection_pool
     pool.connection_class = with_hiredis_packing(pool.connection_class)
     return client
+
+
+def missing() -> list[str]:
+    """What this module relies on that the installed redis-py or hiredis lacks, each naming the version."""
+    found = []
+    if not callable(getattr(AbstractConnection, "pack_command", None)):
+        found.append(f"redis {installed('redis')}: asyncio connections have no pack_command to override")
+    if not callable(getattr(hiredis, "pack_command", None)):
+        found.append(f"hiredis {installed('hiredis')} has no pack_command")
+    pool_class = getattr(ConnectionPool.from_url("redis://127.0.0.1:1/0"), "connection_class", None)
+    if not (isinstance(pool_class, type) and issubclass(pool_class, Connection)):
+        found.append(
+            f"redis {installed('redis')}: a pool has no connection_class to replace ({pool_class!r})"
+        )
+    return found

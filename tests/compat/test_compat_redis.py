@@ -1,9 +1,7 @@
-"""Commands packed by hiredis are byte for byte what redis-py's own packer writes, and the store uses it."""
+"""server.compat.redis: the installed redis-py and hiredis have what it relies on, and commands packed by
+hiredis are byte for byte what redis-py's own packer writes."""
 
 from __future__ import annotations
-
-import tempfile
-from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -11,10 +9,19 @@ from hypothesis import strategies as st
 from redis.asyncio import Redis
 from redis.asyncio.connection import Connection, SSLConnection, UnixDomainSocketConnection
 from redis.exceptions import DataError
-from support.redis import RedisProcess, bounded, new_id
+from support.redis import bounded
 
-from server.compat.redis import HiredisPacking, use_hiredis_packing, with_hiredis_packing
-from server.store.redis import RedisEventStore
+from server.compat import installed
+from server.compat.redis import HiredisPacking, missing, use_hiredis_packing, with_hiredis_packing
+
+
+def test_the_installed_redis_py_and_hiredis_have_what_compat_relies_on() -> None:
+    gaps = missing()
+    assert not gaps, (
+        f"server/compat/redis.py does not fit redis {installed('redis')} / hiredis {installed('hiredis')}: "
+        + "; ".join(gaps)
+    )
+
 
 ours = with_hiredis_packing(Connection)()
 # redis-py's asyncio packer, written in Python: the oracle.
@@ -87,22 +94,9 @@ async def test_a_client_told_to_packs_with_hiredis_over_its_urls_kind_of_connect
 
 
 @pytest.mark.integration
-async def test_the_store_packs_with_hiredis_on_tcp_and_unix_sockets(redis_url: str, tmp_path: Path) -> None:
-    with tempfile.TemporaryDirectory(prefix="orc") as short:  # sun_path is ~107 bytes
-        sock = Path(short) / "r.sock"
-        server = RedisProcess(tmp_path / "unix", "--unixsocket", str(sock)).start()
-        try:
-            for url, kind in ((redis_url, Connection), (f"unix://{sock}", UnixDomainSocketConnection)):
-                store = await bounded(RedisEventStore.from_url(url, cluster=False))
-                try:
-                    pool = store.client.connection_pool
-                    assert issubclass(pool.connection_class, HiredisPacking)
-                    assert issubclass(pool.connection_class, kind)
-                    game_id = new_id()
-                    await bounded(store.create(game_id, b"1", {}))
-                    await bounded(store.append(game_id, 1, [b"2", b"3"], "k"))
-                    assert [r.data for r in await bounded(store.read(game_id))] == [b"1", b"2", b"3"]
-                finally:
-                    await bounded(store.close())
-        finally:
-            server.stop()
+async def test_a_client_packing_with_hiredis_runs_commands(redis_url: str) -> None:
+    client = use_hiredis_packing(Redis.from_url(redis_url))
+    try:
+        assert await bounded(client.execute_command("ECHO", b"x" * 1000)) == b"x" * 1000
+    finally:
+        await client.aclose()

@@ -20,7 +20,6 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.commands.core import AsyncScript
 
-from server.compat.redis import use_hiredis_packing
 from server.engine.envelope import Record
 from server.store import (
     Appended,
@@ -462,7 +461,7 @@ def _connect(url: str, cluster: bool, connect_timeout: float, max_connections: i
         return RedisCluster.from_url(url, max_connections=max_connections or 1_000, **options)
     if max_connections is not None:
         options["max_connections"] = max_connections
-    return use_hiredis_packing(Redis.from_url(url, **options))
+    return Redis.from_url(url, **options)
 
 
 async def _is_cluster(url: str, timeout: float) -> bool:
