@@ -8,8 +8,7 @@ does per command besides its Redis call and its sockets (decode the command, bui
 envelope and its `events` frame, hand it to 8 writers). Process time per command, the best of
 `--rounds` rounds; `--callgrind` also counts ours' instructions per command under valgrind (two runs,
 with and without the measured commands: deterministic, whatever else the machine is doing). Also the
-Python cost of sending one 18.5 KB text frame through ASGI (uvicorn's send) and through the server's
-shared-frame writer (`server.compat.uvicorn`), the kernel's write left out.
+Python cost of sending one 18.5 KB text frame through ASGI (uvicorn's send), the kernel's write left out.
 
     python -m bench pipeline [--events 300] [--commands 2000] [--rounds 6] [--callgrind]
 """
@@ -138,24 +137,24 @@ class _NoWire:
 
 
 def frame_send_us(size: int = 18_500, count: int = 20_000) -> dict[str, float]:
-    """Python's cost of sending one text frame of `size` bytes: through ASGI (uvicorn's send) and through
-    the server's shared-frame writer, on an open connection whose transport takes everything."""
+    """Python's cost of sending one text frame of `size` bytes through ASGI (uvicorn's send), on an open
+    connection whose transport takes everything."""
     import uvicorn
+    from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
     from websockets.protocol import State
 
-    from server.compat.uvicorn import SharedFrameProtocol
-
     async def measure() -> dict[str, float]:
-        config = uvicorn.Config(_app, ws=SharedFrameProtocol, ws_per_message_deflate=False, log_config=None)
+        config = uvicorn.Config(
+            _app, ws=WebSocketsSansIOProtocol, ws_per_message_deflate=False, log_config=None
+        )
         config.load()
-        protocol = SharedFrameProtocol(config, _State(), {})
+        protocol = WebSocketsSansIOProtocol(config, _State(), {})
         protocol.transport = _NoWire()  # type: ignore[assignment]
         protocol.handshake_complete = True
         protocol.conn.state = State.OPEN
         text = "x" * size
-        data = text.encode()  # the shared path takes the frame as msgspec encoded it
         message = {"type": "websocket.send", "text": text}
-        best: dict[str, float] = {"asgi": float("inf"), "shared": float("inf")}
+        best: dict[str, float] = {"asgi": float("inf")}
         for _ in range(5):
             started = time.perf_counter()
             for _ in range(count):
@@ -163,11 +162,6 @@ def frame_send_us(size: int = 18_500, count: int = 20_000) -> dict[str, float]:
                 with contextlib.suppress(StopIteration):
                     sending.send(None)
             best["asgi"] = min(best["asgi"], (time.perf_counter() - started) / count * 1e6)
-            started = time.perf_counter()
-            for _ in range(count):
-                protocol.write_text(data)  # taken for the end of the turn ...
-                protocol.uncork()  # ... which this stands for: one frame per connection per turn
-            best["shared"] = min(best["shared"], (time.perf_counter() - started) / count * 1e6)
         return best
 
     return asyncio.run(measure())
@@ -218,7 +212,7 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         "frames_written_per_command": frames / (GAMES * events + commands * rounds),
     }
     sends = frame_send_us(count=2_000 if args.quick else 20_000)
-    summary["frame_send_us"] = {**sends, "ratio_shared_to_asgi": ratio(sends["shared"], sends["asgi"])}
+    summary["frame_send_us"] = sends
     if args.callgrind:
         summary["ours_instructions_per_command"] = instructions_per_command(events, min(commands, 1000))
     say(
