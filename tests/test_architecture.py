@@ -73,3 +73,164 @@ def test_the_architecture_check_catches_a_forbidden_import() -> None:
 def test_projections_never_import_the_shell() -> None:
     for path in _modules("projections") + _modules("domain"):
         assert "server" not in _imports(ast.parse(path.read_text())), path
+
+
+# Import cycles ------------------------------------------------------------------------------------------
+
+PROJECT_PACKAGES = ("domain", "projections", "server", "orchestra_client", "bench")
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _project_sources() -> dict[str, tuple[Path, str]]:
+    """Every module of the project's packages: its dotted name, its path and its source."""
+    return {
+        _module_name(path): (path, path.read_text())
+        for package in PROJECT_PACKAGES
+        for path in _modules(package)
+    }
+
+
+def _absolute(module: str, is_package: bool, node: ast.ImportFrom) -> str:
+    """The module an ImportFrom names, relative imports resolved against `module`."""
+    if not node.level:
+        return node.module or ""
+    base = module.split(".")
+    if not is_package:
+        base.pop()
+    if node.level > 1:
+        base = base[: len(base) - (node.level - 1)]
+    return ".".join([*base, node.module] if node.module else base)
+
+
+def import_graph(sources: dict[str, tuple[bool, str]]) -> dict[str, set[str]]:
+    """Module -> the project modules it imports, from every import statement anywhere in it (a function's,
+    one under `if TYPE_CHECKING:` too). `import a.b.c` is an edge to a.b.c; `from a.b import c` is one to
+    a.b.c when that is a module, else to a.b. The implicit import of parent packages is left out, and so
+    are modules outside `sources`. `sources` maps a module's name to (is a package, source)."""
+    graph: dict[str, set[str]] = {}
+    for module, (is_package, source) in sources.items():
+        edges: set[str] = set()
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Import):
+                edges.update(alias.name for alias in node.names if alias.name in sources)
+            elif isinstance(node, ast.ImportFrom):
+                base = _absolute(module, is_package, node)
+                for alias in node.names:
+                    target = f"{base}.{alias.name}"
+                    if target in sources:
+                        edges.add(target)
+                    elif base in sources:
+                        edges.add(base)
+        edges.discard(module)
+        graph[module] = edges
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle of `graph` as [a, b, ..., a], or None when there is none."""
+    on_path, done = 1, 2
+    state: dict[str, int] = {}
+    for start in sorted(graph):
+        if start in state:
+            continue
+        path, state[start] = [start], on_path
+        stack = [iter(sorted(graph.get(start, ())))]
+        while stack:
+            target = next(stack[-1], None)
+            if target is None:
+                stack.pop()
+                state[path.pop()] = done
+                continue
+            mark = state.get(target)
+            if mark == on_path:
+                return [*path[path.index(target) :], target]
+            if mark is None:
+                state[target] = on_path
+                path.append(target)
+                stack.append(iter(sorted(graph.get(target, ()))))
+    return None
+
+
+def test_no_import_cycle_among_the_projects_modules() -> None:
+    sources = {
+        name: (path.name == "__init__.py", source) for name, (path, source) in _project_sources().items()
+    }
+    cycle = find_cycle(import_graph(sources))
+    assert cycle is None, "an import cycle: " + " -> ".join(cycle or [])
+
+
+def test_the_cycle_checker_finds_a_cycle_through_every_kind_of_import() -> None:
+    sources = {
+        "p": (True, "from p import a\n"),  # a package importing its module: no cycle by itself
+        "p.a": (False, "def f():\n    from . import b\n"),  # function level, relative: a module
+        "p.b": (False, "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import p.c\n"),
+        "p.c": (False, "from p.a import f\nimport os\n"),  # a name, not a module: an edge to p.a
+        "q": (False, "from p import nothing_here\n"),  # a name of p: an edge to p
+    }
+    graph = import_graph(sources)
+    assert graph == {"p": {"p.a"}, "p.a": {"p.b"}, "p.b": {"p.c"}, "p.c": {"p.a"}, "q": {"p"}}
+    assert find_cycle(graph) == ["p.a", "p.b", "p.c", "p.a"]
+    # Without p.c, no cycle: p imports p.a, and p.a's `from . import b` is no edge back to p.
+    del sources["p.c"]
+    assert find_cycle(import_graph(sources)) is None
+
+
+# Dependencies' private parts ----------------------------------------------------------------------------
+
+FENCED = ("uvicorn", "redis", "starlette", "websockets", "hiredis")
+COMPAT = ROOT / "server" / "compat"
+
+
+def private_uses(source: str) -> list[str]:
+    """The imports in `source` of a private module or name (a part starting with `_`) of a fenced
+    dependency, as written."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                if parts[0] in FENCED and any(part.startswith("_") for part in parts):
+                    found.append(f"import {alias.name}")
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            parts = node.module.split(".")
+            if parts[0] not in FENCED:
+                continue
+            private_module = any(part.startswith("_") for part in parts)
+            for alias in node.names:
+                if private_module or alias.name.startswith("_"):
+                    found.append(f"from {node.module} import {alias.name}")
+    return found
+
+
+def test_only_server_compat_touches_the_private_parts_of_dependencies() -> None:
+    offenders = {}
+    for _, (path, source) in sorted(_project_sources().items()):
+        if COMPAT in path.parents:
+            continue
+        uses = private_uses(source)
+        if uses:
+            offenders[str(path.relative_to(ROOT))] = uses
+    assert not offenders, f"private parts of dependencies used outside server/compat: {offenders}"
+
+
+def test_the_private_use_checker_sees_modules_and_names_and_nothing_public() -> None:
+    source = (
+        "import uvicorn._types\n"
+        "import redis.asyncio\n"
+        "from redis._parsers.base import BaseParser\n"
+        "def f():\n    from websockets.protocol import _private\n"
+        "from starlette.types import Scope as _Scope\n"  # a private alias of a public name: fine
+        "from os import _exit\n"  # not a fenced dependency
+        "from . import _line\n"  # the project's own
+    )
+    assert private_uses(source) == [
+        "import uvicorn._types",
+        "from redis._parsers.base import BaseParser",
+        "from websockets.protocol import _private",
+    ]
