@@ -10,7 +10,7 @@ at a steady `--rate` of placements and records each command's round trip: first 
 then while these run at once:
 
 - silent: `--silent` connections that never say hello (closed 1008 after the hello timeout);
-- slow readers: spectators with a tiny receive buffer that never read a busy game (closed 1013 once
+- slow readers: spectators taking whole views with a tiny receive buffer that never read a busy game (closed 1013 once
   their outgoing queue is full); their game is fed by players at just under the rate limit;
 - oversized: frames over the frame limit (`too_large`) and far over it (closed 1009);
 - nested: frames nested thousands deep within the limit (`bad_request`);
@@ -150,7 +150,8 @@ def _raw_spectator(url: str, game_id: str) -> socket.socket:
         response += chunk
     if not response.startswith(b"HTTP/1.1 101"):
         raise ConnectionError(f"handshake refused: {response[:60]!r}")
-    payload = json.dumps({"type": "hello", "token": None, "since": None}).encode()
+    # Whole views, so that the frames it never reads fill its buffers quickly.
+    payload = json.dumps({"type": "hello", "token": None, "since": None, "view": "full"}).encode()
     mask = random.randbytes(4)
     masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
     raw.sendall(bytes([0x81, 0x80 | len(payload)]) + mask + masked)

@@ -189,7 +189,7 @@ def fold(events: Iterable[Event], state: Game | None = None) -> Game:
     """The state after `events`: exactly `functools.reduce(evolve, events, state)`, computed in one pass.
 
     Replaying a stored game is the hot path of rebuilds and views-at-a-version; building one immutable
-    Game per event costs ~10x the decoding of the event, so this keeps local accumulators and freezes
+    Game per event costs far more than decoding the event, so this keeps local accumulators and freezes
     them once at the end. A property test holds it equal to `evolve`.
     """
     work = _Work(Game() if state is None else state)

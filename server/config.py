@@ -34,8 +34,8 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     conflict_retries: int = 20
     # Games held folded in memory; the least recently used unfollowed ones are reloaded when needed.
     max_live_games: int = 10_000
-    # Bytes of encoded view kept per game so that a frame re-encodes only the space that changed; the
-    # spaces past the budget are encoded for every frame (about 40 ns per token below the line).
+    # Bytes of encoded view kept per game, so that a whole view re-encodes only the spaces that changed;
+    # the spaces past the budget are encoded again each time a whole view is sent.
     view_cache_bytes: int = 32 * 1024
     log_level: str = "info"
     # permessage-deflate on websockets: saves bandwidth on slow links, costs CPU per recipient per frame.

@@ -1,8 +1,6 @@
 """uvicorn: nothing private is used; what the server relies on is checked here.
 
 The server runs uvicorn's sans-I/O websockets implementation by its public name (`ws="websockets-sansio"`).
-A direct writer of shared frames that subclassed it is gone: it did not make a game's fan-out faster.
-`SHARED_TEXT` stays until server/web/ws.py stops looking for that writer in the scope (nothing offers it).
 """
 
 from __future__ import annotations
@@ -11,7 +9,6 @@ import uvicorn.config
 
 from server.compat import installed
 
-SHARED_TEXT = "orchestra.shared_text"
 WS_IMPLEMENTATION = "websockets-sansio"
 
 

@@ -7,7 +7,7 @@ integrity chain), so neither an integrity check nor an upgrade ever needs a migr
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
@@ -76,3 +76,27 @@ def _upcast(data: bytes) -> Envelope:
 def chain_hash(data: bytes) -> str:
     """The hash the next envelope carries as `prev`: SHA-256 of this envelope's stored bytes."""
     return hashlib.sha256(data).hexdigest()
+
+
+def seal(
+    game_id: str, version: int, head: str, at: str, command_id: str, seat: int | None, events: Sequence[Event]
+) -> tuple[list[Envelope], list[bytes], str]:
+    """The envelopes of `events` as versions version+1.., chained from `head`: as values, encoded, and
+    the chain head after the last."""
+    items: list[Envelope] = []
+    data: list[bytes] = []
+    for offset, event in enumerate(events, start=1):
+        item = Envelope(
+            game_id=game_id,
+            version=version + offset,
+            at=at,
+            command_id=command_id,
+            seat=seat,
+            event=event,
+            prev=head,
+        )
+        encoded = encode(item)
+        head = chain_hash(encoded)
+        items.append(item)
+        data.append(encoded)
+    return items, data, head

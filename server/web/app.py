@@ -17,8 +17,7 @@ from starlette.applications import Starlette
 from starlette.routing import Route, WebSocketRoute
 
 from server.config import Settings
-from server.engine.hub import Hub
-from server.engine.service import GameService
+from server.engine.games import Games
 from server.metrics import Metrics
 from server.ops.embedded_redis import EmbeddedRedis
 from server.store import EventStore
@@ -51,29 +50,28 @@ def create_app(settings: Settings | None = None, store: EventStore | None = None
                 if embedded is not None:
                     await embedded.stop()
                 raise
-        service = GameService(
+        metrics = Metrics()
+        games = Games(
             opened,
+            metrics=metrics,
             max_placements=settings.max_placements,
             retries=settings.conflict_retries,
+            command_timeout=settings.command_timeout,
             failpoint=settings.failpoint,
             max_live_games=settings.max_live_games,
             view_cache_bytes=settings.view_cache_bytes,
         )
-        metrics = Metrics()
-        ctx = Context(
-            settings=settings, service=service, hub=Hub(service, metrics), metrics=metrics, embedded=embedded
-        )
+        ctx = Context(settings=settings, games=games, metrics=metrics, embedded=embedded)
         app.state.ctx = ctx
         # What exists once the node has started (modules, the app, the pools) lives as long as the node:
-        # moved out of the collector's sight, a full collection no longer walks it (15-19 ms pauses, each
-        # one in the p99 of every command waiting meanwhile).
+        # moved out of the collector's sight, a full collection no longer walks it (each pause would land
+        # in the latency of every command waiting meanwhile).
         gc.collect()
         gc.freeze()
         try:
             yield
         finally:
-            await ctx.hub.close()
-            await service.committer.close()  # a command still waiting is answered unavailable, not dropped
+            await games.close()  # a command still waiting is answered unavailable, not dropped
             if store is None:
                 await opened.close()
             if embedded is not None:
@@ -85,7 +83,7 @@ def create_app(settings: Settings | None = None, store: EventStore | None = None
         Route("/games", http.list_games, methods=["GET"]),
         Route("/games/{game_id}", http.get_game, methods=["GET"]),
         Route("/games/{game_id}/events", http.get_events, methods=["GET"]),
-        WebSocketRoute("/games/{game_id}/ws", ws.GameSocket()),
+        WebSocketRoute("/games/{game_id}/ws", ws.game_socket),
         Route("/healthz", http.healthz, methods=["GET"]),
         Route("/readyz", http.readyz, methods=["GET"]),
         Route("/schema.json", http.schema_json, methods=["GET"]),

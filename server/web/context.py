@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from server.config import Settings
-from server.engine.hub import Hub
-from server.engine.service import GameService
+from server.engine.games import Games
 from server.metrics import Metrics
 from server.ops.embedded_redis import EmbeddedRedis
 
@@ -16,7 +15,6 @@ class Context:
     """Everything a request handler needs, built once per app."""
 
     settings: Settings
-    service: GameService
-    hub: Hub
+    games: Games
     metrics: Metrics = field(default_factory=Metrics)
     embedded: EmbeddedRedis | None = None

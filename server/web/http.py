@@ -12,7 +12,7 @@ from starlette.responses import Response, StreamingResponse
 from domain import Rejected
 from domain.messages import Name
 from server import auth
-from server.engine.live import LiveGame
+from server.engine.owner import LiveGame
 from server.protocol import schema
 from server.store import StoreError, UnreadableGame
 from server.web.context import Context
@@ -73,7 +73,7 @@ async def create_game(request: Request) -> Response:
         return error(413, "too_large", f"a request body may hold {ctx.settings.max_body_bytes} bytes")
     try:
         new = _decode_new_game(body)
-        created = await ctx.service.create(new.players, new.layout, new.spectators)
+        created = await ctx.games.create(new.players, new.layout, new.spectators)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         return error(400, "bad_request", str(exc))
     except Rejected as exc:
@@ -90,16 +90,16 @@ async def list_games(request: Request) -> Response:
     if limit is None:
         return error(400, "bad_request", "limit must be an integer from 1 to 1000")
     try:
-        ids = (await ctx.service.store.games())[::-1]
+        ids = (await ctx.games.store.games())[::-1]
         found: list[GameSummary] = []
         for game_id in ids:
             try:
-                game = await ctx.service.live(game_id)
+                game = await ctx.games.get(game_id)
             except UnreadableGame:  # one damaged stream must not hide every other game
                 continue
-            if game is None or game.board.game.spectators != "public":
+            if game is None or game.folded.board.game.spectators != "public":
                 continue
-            state = game.board.game
+            state = game.folded.board.game
             found.append(GameSummary(game_id, list(state.players), game.version, state.ended))
             if len(found) >= limit:
                 break
@@ -113,18 +113,18 @@ async def get_game(request: Request) -> Response:
     ctx: Context = request.app.state.ctx
     game_id = request.path_params["game_id"]
     try:
-        game = await ctx.service.live(game_id, refresh=True)
+        game = await ctx.games.get(game_id, refresh=True)
         refusal = await may_read(request, ctx, game_id, game)
         if refusal is not None:
             return refusal
         assert game is not None
         at = request.query_params.get("at")
         if at is None:
-            return Response(game.view_json, media_type="application/json")
+            return Response(game.folded.view_json, media_type="application/json")
         version = _int(at, default=None, low=1, high=game.version)
         if version is None:
             return error(400, "bad_request", f"at must be an integer from 1 to {game.version}")
-        return json(await ctx.service.view_at(game_id, version))
+        return json(await ctx.games.view_at(game_id, version))
     except StoreError:
         return unavailable()
 
@@ -134,14 +134,14 @@ async def get_events(request: Request) -> Response:
     ctx: Context = request.app.state.ctx
     game_id = request.path_params["game_id"]
     try:
-        game = await ctx.service.live(game_id, refresh=True)
+        game = await ctx.games.get(game_id, refresh=True)
         refusal = await may_read(request, ctx, game_id, game)
         if refusal is not None:
             return refusal
         after = _int(request.query_params.get("after"), default=0, low=0, high=None)
         if after is None:
             return error(400, "bad_request", "after must be an integer >= 0")
-        records = await ctx.service.history(game_id, after)
+        records = await ctx.games.history(game_id, after)
     except StoreError:
         return unavailable()
 
@@ -160,8 +160,8 @@ async def healthz(request: Request) -> Response:
 async def readyz(request: Request) -> Response:
     """GET /readyz: the event store answers and the live tails run."""
     ctx: Context = request.app.state.ctx
-    store_ok = await ctx.service.store.ping()
-    tails_ok = ctx.hub.running
+    store_ok = await ctx.games.store.ping()
+    tails_ok = ctx.games.running
     body = {"status": "ok" if store_ok and tails_ok else "unavailable", "store": store_ok, "tailer": tails_ok}
     return json(body, 200 if store_ok and tails_ok else 503)
 
@@ -174,7 +174,7 @@ async def schema_json(request: Request) -> Response:
 async def metrics(request: Request) -> Response:
     """GET /metrics: Prometheus text format."""
     ctx: Context = request.app.state.ctx
-    ctx.metrics.games.set(len(ctx.service.games))
+    ctx.metrics.games.set(len(ctx.games))
     return Response(ctx.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
 
@@ -182,11 +182,11 @@ async def may_read(request: Request, ctx: Context, game_id: str, game: LiveGame 
     """None when the request may read the game; else the error to answer."""
     if game is None:
         return error(404, "unknown_game", f"no game {game_id!r}")
-    state = game.board.game
+    state = game.folded.board.game
     if state.spectators == "public":
         return None
     token = _bearer(request)
-    if token is not None and auth.identify(token, await ctx.service.store.credentials(game_id)):
+    if token is not None and auth.identify(token, await ctx.games.store.credentials(game_id)):
         return None
     return error(
         403, "forbidden", "this game is private: send its watch token or a seat token as a Bearer token"

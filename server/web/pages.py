@@ -76,14 +76,14 @@ async def legal(request: Request) -> Response:
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         return error(400, "bad_request", f"bad token: {exc}")
     try:
-        game = await ctx.service.live(game_id)
+        game = await ctx.games.get(game_id)
         refusal = await may_read(request, ctx, game_id, game)
     except StoreError:
         return unavailable()
     if refusal is not None:
         return refusal
-    assert game is not None and game.board.game.layout is not None
-    layout = game.board.game.layout
+    assert game is not None and game.folded.board.game.layout is not None
+    layout = game.folded.board.game.layout
     spaces = list(legal_spaces(layout, token))
     materials: dict[str, int] = {}
     for space_id in spaces:

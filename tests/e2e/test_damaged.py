@@ -34,6 +34,6 @@ async def test_a_damaged_stream_answers_unavailable_and_does_not_hide_the_other_
             answer = await http.get(f"/games/{damaged}")
             assert answer.status_code == 503 and answer.json()["code"] == "unavailable"
             assert (await http.get(f"/games/{good}")).status_code == 200
-        assert "Traceback" not in server.ops.logs()
+        assert "Traceback" not in server.logs()
     finally:
         own.stop()

@@ -119,7 +119,7 @@ async def test_metrics_count_commands_by_outcome_latency_connections_by_role_and
 
         await eventually(all_gone)
 
-    lines = [line for line in log_lines(server.ops.logs()) if str(line.get("msg", "")).startswith("command ")]
+    lines = [line for line in log_lines(server.logs()) if str(line.get("msg", "")).startswith("command ")]
     assert {line["msg"] for line in lines} == {"command accepted", "command rejected"}
     for line in lines:
         assert {"game_id", "seat", "command_id", "version"} <= line.keys(), line
@@ -143,7 +143,7 @@ async def test_a_spectator_that_never_reads_is_counted_as_a_broadcast_drop(
             url, sock=raw, max_queue=1, compression=None, open_timeout=5, close_timeout=1
         )
         try:
-            await slow.send(json.dumps({"type": "hello", "token": None, "since": None}))
+            await slow.send(json.dumps({"type": "hello", "token": None, "since": None, "view": "full"}))
             assert json.loads(await asyncio.wait_for(slow.recv(), 5))["type"] == "welcome"
             slow.transport.pause_reading()
             drops, placed = 0.0, 0
@@ -189,6 +189,6 @@ async def test_readyz_follows_redis_and_commands_count_redis_errors(
             await eventually(ready_again, timeout=10)
     finally:
         redis_server.stop()
-    lines = [line for line in log_lines(server.ops.logs()) if line.get("msg") == "command unavailable"]
+    lines = [line for line in log_lines(server.logs()) if line.get("msg") == "command unavailable"]
     assert [line["command_id"] for line in lines] == ["during"]
     assert {"game_id", "seat", "command_id", "version", "code"} <= lines[0].keys()

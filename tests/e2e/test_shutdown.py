@@ -56,7 +56,7 @@ async def test_sigterm_closes_every_client_with_1012_and_exits_within_seconds(st
     finally:
         for client in clients:
             await client.close()
-    assert_clean_logs(server.ops.logs())
+    assert_clean_logs(server.logs())
 
 
 async def test_every_command_acknowledged_before_sigterm_is_in_the_stream(start_server: Any) -> None:

@@ -1,4 +1,4 @@
-"""The command service: decide on cached state, append with the expected version, retry on conflict."""
+"""The games of a node: decide on the state held, append with the expected version, retry on conflict."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from domain import InstrumentToken, PerformanceToken, Place, Rejected, RepairTok
 from domain.messages import EndGame
 from projections import project
 from server.engine import envelope
-from server.engine.service import GameService
+from server.engine.games import Games
 from server.store import EventStore
 from server.store.memory import MemoryEventStore
 from server.store.redis import RedisEventStore
@@ -46,16 +46,16 @@ async def _fold(store: EventStore, game_id: str):  # type: ignore[no-untyped-def
     return project(envelope.decode(r.data).event for r in records)
 
 
-async def test_two_services_racing_2000_placements_lose_and_duplicate_nothing(store: EventStore) -> None:
+async def test_two_nodes_racing_2000_placements_lose_and_duplicate_nothing(store: EventStore) -> None:
     """Two "nodes" share one store; many tasks on each place into one game at once."""
-    node_a = GameService(store, max_placements=5000, retries=50)
-    node_b = GameService(store, max_placements=5000, retries=50)
+    node_a = Games(store, max_placements=5000, retries=50)
+    node_b = Games(store, max_placements=5000, retries=50)
     created = await node_a.create(["Ada", "Ben", "Cy", "Dee"])
     game_id = created.game_id
     rng = random.Random(7)
     plan = [(rng.choice((node_a, node_b)), seat, i) for i in range(2000) for seat in [rng.randrange(4)]]
 
-    async def worker(share: list[tuple[GameService, int, int]]) -> list[int]:
+    async def worker(share: list[tuple[Games, int, int]]) -> list[int]:
         versions: list[int] = []
         for node, seat, i in share:
             token, space = TOKENS[i % len(TOKENS)]
@@ -74,14 +74,14 @@ async def test_two_services_racing_2000_placements_lose_and_duplicate_nothing(st
     # Both nodes' cached states equal a replay of the stream.
     rebuilt = await _fold(store, game_id)
     for node in (node_a, node_b):
-        live = await node.live(game_id, refresh=True)
+        live = await node.get(game_id, refresh=True)
         assert live is not None
-        assert live.board.view == rebuilt.view
-        assert live.board.game == rebuilt.game
+        assert live.folded.board.view == rebuilt.view
+        assert live.folded.board.game == rebuilt.game
 
 
 async def test_a_repeated_id_returns_the_first_outcome_even_after_the_game_ended(store: EventStore) -> None:
-    service = GameService(store)
+    service = Games(store)
     game_id = (await service.create(["Ada", "Ben"])).game_id
     place = Place(seat=1, id="once", token=PerformanceToken("classical"), space="viola")
     first = await service.handle(game_id, place)
@@ -92,7 +92,7 @@ async def test_a_repeated_id_returns_the_first_outcome_even_after_the_game_ended
 
 
 async def test_a_rejected_id_is_decided_afresh_next_time(store: EventStore) -> None:
-    service = GameService(store)
+    service = Games(store)
     game_id = (await service.create(["Ada"])).game_id
     bad = Place(seat=0, id="r1", token=RepairToken("winds"), space="viola")
     with pytest.raises(Rejected) as caught:
@@ -105,9 +105,9 @@ async def test_a_rejected_id_is_decided_afresh_next_time(store: EventStore) -> N
 
 async def test_a_stale_cache_catches_up_before_deciding(store: EventStore) -> None:
     """Node B's cached state is behind; its command is decided on the fresh state, not the stale one."""
-    node_a, node_b = GameService(store), GameService(store)
+    node_a, node_b = Games(store), Games(store)
     game_id = (await node_a.create(["Ada", "Ben"])).game_id
-    await node_b.live(game_id)  # B caches version 1
+    await node_b.get(game_id)  # B holds version 1
     await node_a.handle(game_id, Place(seat=0, id="a1", token=PerformanceToken("classical"), space="viola"))
     outcome = await node_b.handle(
         game_id, Place(seat=1, id="b1", token=PerformanceToken("classical"), space="viola")
@@ -118,7 +118,7 @@ async def test_a_stale_cache_catches_up_before_deciding(store: EventStore) -> No
 
 
 async def test_envelopes_chain_each_to_the_hash_of_the_one_before(store: EventStore) -> None:
-    service = GameService(store)
+    service = Games(store)
     game_id = (await service.create(["Ada"])).game_id
     for i, space in enumerate(("viola", "clarinet", "timpani")):
         await service.handle(
@@ -131,12 +131,15 @@ async def test_envelopes_chain_each_to_the_hash_of_the_one_before(store: EventSt
 
 
 async def test_games_beyond_the_cache_cap_are_evicted_and_reload_on_use(store: EventStore) -> None:
-    service = GameService(store, max_live_games=3)
+    service = Games(store, max_live_games=3)
     ids = [(await service.create(["Ada"])).game_id for _ in range(5)]
     for game_id in ids:
-        await service.live(game_id)
-    assert len(service.games) == 3 and list(service.games) == ids[2:]
+        await service.get(game_id)
+    assert (
+        len(service) == 3
+        and [service.held(game_id) is not None for game_id in ids] == [False] * 2 + [True] * 3
+    )
     outcome = await service.handle(
         ids[0], Place(seat=0, id="x", token=PerformanceToken("baroque"), space="lute")
     )
-    assert outcome.version == 2 and ids[0] in service.games
+    assert outcome.version == 2 and service.held(ids[0]) is not None

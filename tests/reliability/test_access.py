@@ -100,7 +100,7 @@ async def test_the_api_key_guards_creation_only_and_is_no_seat_or_watch_credenti
         assert (await http.get(f"/games/{game_id}", headers=bearer(key))).status_code == 403
     async with await GameClient.connect(server.url, game_id, created["seats"][0]["token"]) as ada:
         assert (await ada.send(placement(random.Random(1), "k-1")))["type"] == "accepted"
-    assert key not in server.ops.logs()
+    assert key not in server.logs()
 
 
 async def test_no_token_reaches_redis_metrics_lists_cli_output_or_archives(
@@ -165,7 +165,7 @@ async def test_no_token_reaches_redis_metrics_lists_cli_output_or_archives(
         orchestra, "archive", game_id, "--out", str(archive), "--redis-url", redis_process.url
     )
     assert kept.returncode == 0, kept.stderr
-    seen += [kept.stdout, kept.stderr, archive.read_text(), server.ops.logs()]
+    seen += [kept.stdout, kept.stderr, archive.read_text(), server.logs()]
     everything = "\n".join(seen)
     assert len(everything) > 20_000
     for token in tokens:

@@ -122,7 +122,7 @@ async def test_an_external_redis_restarted_mid_game_loses_and_doubles_nothing(
         assert all(client.reconnects == 0 for client in (*table.players, table.watcher))
     finally:
         await table.close()
-    assert "Traceback" not in server.ops.logs()
+    assert "Traceback" not in server.logs()
 
 
 def _redis_child(server_pid: int) -> psutil.Process:
@@ -156,7 +156,7 @@ async def test_the_embedded_redis_killed_is_restarted_and_play_resumes_exactly_o
         await table.check()
     finally:
         await table.close()
-    logs = server.ops.logs()
+    logs = server.logs()
     assert "embedded redis-server exited" in logs and "Traceback" not in logs
 
 
@@ -198,7 +198,7 @@ async def test_a_frozen_redis_gets_unavailable_answers_in_time_and_never_blocks_
         await table.check()
     finally:
         await table.close()
-    assert "Traceback" not in server.ops.logs()
+    assert "Traceback" not in server.logs()
 
 
 async def test_a_node_killed_between_append_and_broadcast_leaves_the_command_for_the_survivor(

@@ -67,4 +67,4 @@ async def test_an_object_nested_past_the_decoder_depth_is_a_bad_request_and_the_
         with pytest.raises(websockets.ConnectionClosed):
             await asyncio.wait_for(raw.recv(), 5)
         assert raw.close_code == 1008
-    assert "Traceback" not in server.ops.logs()
+    assert "Traceback" not in server.logs()

@@ -1,0 +1,218 @@
+"""The games this node serves: created here, loaded once on first use, forgotten when idle.
+
+Each game is loaded in the task that first asks for it (a connection's, a request's): a cold load or a
+history read never sits on a path another game waits on, and callers asking for the same game while it
+loads share one read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+
+import msgspec
+
+from domain import CreateGame, Game, UnknownGame, decide
+from projections import View, project
+from server import auth
+from server.clock import utc_now
+from server.engine import envelope
+from server.engine.envelope import Record
+from server.engine.folded import SPACES_CACHE_BYTES, FoldedGame, GapError
+from server.engine.owner import Command, GameRules, LiveGame, Outcome
+from server.metrics import Metrics
+from server.store import EventStore, StoreUnavailable, UnreadableGame
+
+log = logging.getLogger(__name__)
+
+
+class SeatToken(msgspec.Struct, frozen=True):
+    """A seat of a new game and its secret token (shown once)."""
+
+    seat: int
+    name: str
+    token: str
+
+
+class Created(msgspec.Struct, frozen=True, omit_defaults=True):
+    """The answer to creating a game."""
+
+    game_id: str
+    version: int
+    seats: list[SeatToken]
+    watch_token: str | None = None
+
+
+class Games:
+    """The live games of this node, most recently used last."""
+
+    def __init__(
+        self,
+        store: EventStore,
+        *,
+        metrics: Metrics | None = None,
+        max_placements: int = 1000,
+        retries: int = 20,
+        command_timeout: float = 2.0,
+        clock: Callable[[], str] = utc_now,
+        failpoint: str | None = None,
+        max_live_games: int = 10_000,
+        view_cache_bytes: int = SPACES_CACHE_BYTES,
+    ) -> None:
+        self.store = store
+        self.metrics = metrics or Metrics()
+        self.max_placements = max_placements
+        self.max_live_games = max_live_games
+        self.view_cache_bytes = view_cache_bytes
+        self.rules = GameRules(
+            store, clock, self.metrics, retries=retries, command_timeout=command_timeout, failpoint=failpoint
+        )
+        self._games: OrderedDict[str, LiveGame] = OrderedDict()
+        self._loading: dict[str, asyncio.Future[LiveGame | None]] = {}
+
+    def __len__(self) -> int:
+        return len(self._games)
+
+    async def create(
+        self, players: Sequence[str], layout: str = "standard", spectators: str = "public"
+    ) -> Created:
+        """Create a game with fresh seat tokens (and a watch token for a private game).
+
+        Raises: Rejected (bad players or layout), StoreUnavailable.
+        """
+        game_id = auth.new_game_id()
+        command = msgspec.convert(
+            {
+                "type": "create_game",
+                "game_id": game_id,
+                "players": list(players),
+                "layout": layout,
+                "spectators": spectators,
+                "max_placements": self.max_placements,
+            },
+            CreateGame,
+        )
+        events = decide(Game(), command)
+        tokens = [auth.new_token() for _ in players]
+        credentials = {auth.seat_key(seat): auth.digest(token) for seat, token in enumerate(tokens)}
+        watch = auth.new_token() if spectators == "token" else None
+        if watch is not None:
+            credentials[auth.WATCH] = auth.digest(watch)
+        command_id = f"create:{auth.new_token()[:16]}"
+        _, data, _ = envelope.seal(game_id, 0, envelope.GENESIS, self.rules.clock(), command_id, None, events)
+        await self.store.create(game_id, data[0], credentials)
+        log.info("game created", extra={"game_id": game_id, "version": 1, "count": len(players)})
+        seats = [
+            SeatToken(seat, name, token)
+            for seat, (name, token) in enumerate(zip(players, tokens, strict=True))
+        ]
+        return Created(game_id=game_id, version=1, seats=seats, watch_token=watch)
+
+    def held(self, game_id: str) -> LiveGame | None:
+        """The game if this node holds it (now its most recently used), without a read; else None."""
+        game = self._games.get(game_id)
+        if game is not None:
+            self._games.move_to_end(game_id)
+        return game
+
+    async def get(self, game_id: str, *, refresh: bool = False) -> LiveGame | None:
+        """The game, loaded on first use; None for an unknown (or archived) game.
+
+        With `refresh`, a game already held first folds in what the stream holds past it (one read), so
+        the answer is as current as the store. Raises: StoreUnavailable, UnreadableGame.
+        """
+        game = self.held(game_id)
+        if game is None:
+            return await self._load(game_id)
+        if refresh and not await game.refresh():
+            self._forget(game_id)
+            return None
+        return game
+
+    async def _load(self, game_id: str) -> LiveGame | None:
+        loading = self._loading.get(game_id)
+        if loading is not None:
+            return await asyncio.shield(loading)
+        future: asyncio.Future[LiveGame | None] = asyncio.get_running_loop().create_future()
+        self._loading[game_id] = future
+        try:
+            folded = FoldedGame(game_id, self.view_cache_bytes)
+            records = await self.store.read(game_id)
+            _fold(folded, records)
+            game = None if folded.version == 0 else LiveGame(folded, self.rules)
+            if game is not None:
+                self._games[game_id] = game
+                self._evict()
+            future.set_result(game)
+            return game
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: a load nobody else awaited is no error
+            raise
+        finally:
+            del self._loading[game_id]
+
+    def _evict(self) -> None:
+        """Forget the least recently used idle games beyond the cap (they reload from the stream on use)."""
+        excess = len(self._games) - self.max_live_games
+        if excess <= 0:
+            return
+        for game_id in list(self._games)[:excess]:
+            if not self._games[game_id].busy:
+                del self._games[game_id]
+
+    def _forget(self, game_id: str) -> None:
+        game = self._games.pop(game_id, None)
+        if game is not None:
+            asyncio.get_running_loop().create_task(game.close())
+
+    async def handle(self, game_id: str, command: Command) -> Outcome:
+        """Submit a command to its game and wait for its outcome (for tools and tests; the websocket
+        route submits and lets the reply come back on its own).
+
+        Raises: Rejected (UnknownGame for an unknown game), StoreError.
+        """
+        game = await self.get(game_id)
+        if game is None:
+            raise UnknownGame("no such game")
+        answered: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+
+        def reply(result: Outcome | Exception) -> None:
+            if isinstance(result, Outcome):
+                answered.set_result(result)
+            else:
+                answered.set_exception(result)
+
+        game.submit(command, reply)
+        return await answered
+
+    async def history(self, game_id: str, after: int = 0, until: int | None = None) -> list[Record]:
+        """Stored records after+1..until. Raises: StoreUnavailable."""
+        return await self.store.read(game_id, after, until)
+
+    async def view_at(self, game_id: str, version: int) -> View:
+        """The view as it was after event `version`. Raises: StoreUnavailable."""
+        records = await self.store.read(game_id, 0, version)
+        return project([envelope.decode(r.data).event for r in records]).view
+
+    @property
+    def running(self) -> bool:
+        """Whether every followed game's tail runs (for readiness)."""
+        return all(game.tail_alive for game in self._games.values())
+
+    async def close(self) -> None:
+        """Stop every game's tail and worker; commands still waiting are answered unavailable."""
+        games = list(self._games.values())
+        self._games.clear()
+        await asyncio.gather(*(game.close() for game in games))
+
+
+def _fold(folded: FoldedGame, records: Sequence[Record]) -> None:
+    try:
+        folded.fold(records)
+    except GapError:  # pragma: no cover - one read from the start cannot skip a version
+        raise StoreUnavailable(f"game {folded.game_id}: stream read out of order") from None
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise UnreadableGame(f"game {folded.game_id}: an envelope does not decode: {exc}") from None

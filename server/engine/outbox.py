@@ -1,0 +1,95 @@
+"""What waits to be written to one connection: a bounded queue and the task that writes it.
+
+Frames come encoded (UTF-8 JSON text), shared by every recipient. Whoever puts a frame never waits: a
+writer task, started when a frame arrives and ended when the queue is empty, sends the queue in order.
+A client that falls `limit` frames behind is closed (1013) instead of holding anyone else up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from collections.abc import Awaitable, Callable
+
+# Sends one frame through ASGI.
+Send = Callable[[bytes], Awaitable[None]]
+# Closes the connection with a code and reason.
+Close = Callable[[int, str], Awaitable[None]]
+
+TOO_SLOW = 1013
+
+
+class Outbox:
+    """One connection's bounded queue of frames and its writer."""
+
+    __slots__ = ("_send", "_close", "limit", "_on_drop", "_queue", "_task", "started", "closed")
+
+    def __init__(
+        self,
+        send: Send,
+        close: Close,
+        limit: int,
+        on_drop: Callable[[], None] | None = None,
+    ) -> None:
+        self._send, self._close, self.limit = send, close, limit
+        self._on_drop = on_drop
+        self._queue: deque[bytes] = deque()
+        self._task: asyncio.Task[None] | None = None
+        self.started = False
+        self.closed = False
+
+    def put(self, data: bytes) -> None:
+        """Queue a frame for writing; past the limit, close the connection instead."""
+        if self.closed:
+            return
+        if len(self._queue) >= self.limit:
+            if self._on_drop is not None:
+                self._on_drop()
+            self.shut(TOO_SLOW, "too slow to read")
+            return
+        self._queue.append(data)
+        if self.started and self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._drain())
+
+    def start(self) -> None:
+        """Begin writing (the welcome and any history were sent before, directly)."""
+        self.started = True
+        if self._queue and self._task is None and not self.closed:
+            self._task = asyncio.get_running_loop().create_task(self._drain())
+
+    def shut(self, code: int, reason: str) -> None:
+        """Stop writing and close the connection with `code`."""
+        if self.closed:
+            return
+        self.closed = True
+        self._queue.clear()
+        if self._task is not None:
+            self._task.cancel()
+        asyncio.get_running_loop().create_task(self._close_quietly(code, reason))
+
+    async def stop(self) -> None:
+        """Stop the writer (the connection is going away)."""
+        self.closed = True
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    async def _drain(self) -> None:
+        queue = self._queue
+        try:
+            while queue:
+                await self._send(queue.popleft())
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # the peer went away mid-write; the receive loop sees the disconnect
+            self.closed = True
+        finally:
+            if self._task is asyncio.current_task():
+                self._task = None
+
+    async def _close_quietly(self, code: int, reason: str) -> None:
+        with contextlib.suppress(Exception):
+            await self._close(code, reason)

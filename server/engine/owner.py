@@ -1,0 +1,466 @@
+"""One owner per live game: its folded state, its followers, and its appends, in one order.
+
+A `LiveGame` is the only thing on this node that changes a game. Commands are submitted to it; its
+worker (a task that runs while there is work, one per game) takes every command waiting, decides each on
+the state the previous one leaves, appends them all in one store call, and then, in this order:
+
+1. answers each accepted command (its sender's `accepted` is queued before anything else of the round),
+2. folds the accepted envelopes into the game's state and view,
+3. fans one frame per view mode out to every follower, encoded once for all,
+4. does what needs another read: first outcomes of repeated ids, refusals whose id may have been
+   accepted before, and a catch-up when another node moved the game.
+
+What another node appends reaches the game through its tail (one per followed game) and goes through
+the same fold and fan-out, never while a round of this game is in flight. Nothing here waits on another
+game: each game's worker awaits only its own store calls, which the store pipelines with other games'.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+
+import msgspec
+
+from domain import Rejected, UnknownGame, decide, evolve
+from domain.messages import EndGame, Place
+from server.engine import envelope
+from server.engine.envelope import Envelope, Record
+from server.engine.folded import FoldedGame, GapError
+from server.engine.outbox import Outbox
+from server.metrics import Metrics
+from server.protocol.frames import DeltaFrame, EventsFrame, HistoryFrame, encode
+from server.store import (
+    Appended,
+    ConcurrencyConflict,
+    EventStore,
+    StoreError,
+    StoreUnavailable,
+    UnreadableGame,
+)
+
+log = logging.getLogger(__name__)
+
+Command = Place | EndGame
+
+
+class Outcome(msgspec.Struct, frozen=True):
+    """An accepted command: its last version and its envelopes as stored."""
+
+    version: int
+    envelopes: list[bytes]
+
+
+# Gets a command's Outcome, or the Rejected or StoreError that refused it; called exactly once.
+Reply = Callable[[Outcome | Exception], None]
+
+
+class Submission:
+    """A command waiting for its outcome, and where the outcome goes."""
+
+    __slots__ = ("command", "key", "reply", "attempts", "answered", "timer")
+
+    def __init__(self, command: Command, reply: Reply) -> None:
+        self.command, self.reply = command, reply
+        self.key = f"{command.seat}:{command.id}"
+        self.attempts = 0
+        self.answered = False
+        self.timer: asyncio.TimerHandle | None = None
+
+    def answer(self, result: Outcome | Exception) -> None:
+        """Reply, the first time only: a later outcome (after the deadline, say) changes nothing."""
+        if not self.answered:
+            self.answered = True
+            if self.timer is not None:
+                self.timer.cancel()
+            self.reply(result)
+
+    def expire(self) -> None:
+        """The deadline passed: `unavailable` (the command may still land; a retry with its id tells)."""
+        self.answer(StoreUnavailable("no outcome within the command timeout"))
+
+
+class Follower:
+    """A connection following a game: its outbox, and what its live frames carry of the view."""
+
+    __slots__ = ("outbox", "view")
+
+    def __init__(self, outbox: Outbox, view: str = "delta") -> None:
+        self.outbox = outbox
+        self.view = view  # "delta", "full" or "none"
+
+
+class _Plan:
+    """A decided command: the version it expects, its envelopes, and the chain head after them."""
+
+    __slots__ = ("submission", "expected", "items", "data", "head")
+
+    def __init__(
+        self, submission: Submission, expected: int, items: list[Envelope], data: list[bytes], head: str
+    ) -> None:
+        self.submission, self.expected, self.items, self.data, self.head = (
+            submission,
+            expected,
+            items,
+            data,
+            head,
+        )
+
+
+class GameRules:
+    """What every live game of a node shares: its store, clock, limits and metrics."""
+
+    def __init__(
+        self,
+        store: EventStore,
+        clock: Callable[[], str],
+        metrics: Metrics,
+        *,
+        retries: int = 20,
+        command_timeout: float = 2.0,
+        retry_delay: float = 0.5,
+        failpoint: str | None = None,
+    ) -> None:
+        self.store, self.clock, self.metrics = store, clock, metrics
+        self.retries, self.command_timeout, self.retry_delay = retries, command_timeout, retry_delay
+        self.failpoint = failpoint
+
+
+class LiveGame:
+    """One game on this node: decides, appends, answers, folds and fans out its commands."""
+
+    def __init__(self, folded: FoldedGame, shared: GameRules) -> None:
+        self.game_id = folded.game_id
+        self.folded = folded
+        self._shared = shared
+        self.followers: list[Follower] = []
+        self._waiting: list[Submission] = []
+        self._worker: asyncio.Task[None] | None = None
+        self._round_end: asyncio.Future[None] | None = None  # done when the round in flight is over
+        self._news: list[Record] = []  # from the tail while a round was in flight
+        self._behind = False  # the stream holds versions this node has not folded
+        self._tail: asyncio.Task[None] | None = None
+        self.gone = False  # the stream was deleted (archived)
+
+    @property
+    def version(self) -> int:
+        """The last version folded in."""
+        return self.folded.version
+
+    @property
+    def busy(self) -> bool:
+        """Whether commands are waiting or in flight, or anyone follows the game (never evicted then)."""
+        return self._worker is not None or bool(self.followers)
+
+    # Commands ---------------------------------------------------------------------------------------
+
+    def submit(self, command: Command, reply: Reply) -> Submission:
+        """Queue a command; `reply` gets its Outcome, or the Rejected or StoreError that refused it, by the
+        command timeout at the latest."""
+        submission = Submission(command, reply)
+        if self.gone:
+            submission.answer(UnknownGame("no such game"))
+            return submission
+        loop = asyncio.get_running_loop()
+        # A timer, not asyncio.timeout: no task or context manager per command.
+        submission.timer = loop.call_later(self._shared.command_timeout, submission.expire)
+        self._waiting.append(submission)
+        if self._worker is None:
+            self._worker = loop.create_task(self._work())
+        return submission
+
+    async def _work(self) -> None:
+        try:
+            while self._waiting or self._behind or self._news:
+                if self._behind:
+                    await self._catch_up()
+                if self._news:
+                    news, self._news = self._news, []
+                    self._take(news)
+                if self._waiting:
+                    batch, self._waiting = self._waiting, []
+                    await self._round_guarded(batch)
+        finally:
+            self._worker = None
+
+    async def _round_guarded(self, batch: list[Submission]) -> None:
+        self._round_end = asyncio.get_running_loop().create_future()
+        try:
+            await self._round(batch)
+        except asyncio.CancelledError:
+            for submission in batch:
+                submission.answer(StoreUnavailable("the server is shutting down"))
+            raise
+        except Exception as exc:  # a failed round answers every command in it, never leaves one hanging
+            if not isinstance(exc, StoreError):
+                log.exception("commit round failed", extra={"game_id": self.game_id})
+            error = exc if isinstance(exc, StoreError) else StoreUnavailable(str(exc))
+            for submission in batch:
+                submission.answer(error)
+            self._behind = True
+        finally:
+            self._round_end.set_result(None)
+            self._round_end = None
+
+    async def _round(self, batch: list[Submission]) -> None:
+        plans, refused = self._decide([s for s in batch if not s.answered])
+        results = await self._append(plans)
+        if plans and self._shared.failpoint == "exit_after_append":
+            os._exit(3)  # a crash between the append and the broadcast, for reliability tests
+
+        accepted: list[_Plan] = []
+        repeated: list[tuple[Submission, Appended]] = []
+        again: list[Submission] = []
+        failed = False  # a command of the round did not land: the later ones were decided on sand
+        for plan, result in zip(plans, results, strict=True):
+            submission = plan.submission
+            if failed:
+                if isinstance(result, StoreError) and not isinstance(result, ConcurrencyConflict):
+                    submission.answer(result)
+                else:
+                    again.append(submission)
+            elif isinstance(result, Appended) and not result.duplicate:
+                accepted.append(plan)
+            else:
+                failed = True
+                self._behind = True
+                if isinstance(result, Appended):  # an id accepted before: its first answer
+                    repeated.append((submission, result))
+                elif isinstance(result, ConcurrencyConflict):
+                    again.append(submission)
+                else:
+                    submission.answer(result)
+
+        for plan in accepted:  # 1. answers
+            plan.submission.answer(Outcome(plan.items[-1].version, plan.data))
+        if accepted:  # 2. fold, 3. fan out
+            records = [
+                Record(item.version, data)
+                for p in accepted
+                for item, data in zip(p.items, p.data, strict=True)
+            ]
+            self._publish(
+                self.folded.fold(records, [item for p in accepted for item in p.items], accepted[-1].head)
+            )
+
+        # 4. what needs another read, after the round's frame is out.
+        for submission, first in repeated:
+            await self._answer_from_store(submission, first)
+        for submission, exc in refused:
+            if failed:
+                again.append(submission)
+            else:
+                # The id is checked before the command is decided: an accepted id keeps its first answer.
+                try:
+                    prior = await self._shared.store.outcome(self.game_id, submission.key)
+                except StoreError as error:
+                    submission.answer(error)
+                    continue
+                if prior is None:
+                    submission.answer(exc)
+                else:
+                    await self._answer_from_store(submission, prior)
+        self._retry(again)
+
+    def _decide(self, batch: list[Submission]) -> tuple[list[_Plan], list[tuple[Submission, Rejected]]]:
+        """Decide each command on the state the ones before it leave."""
+        folded = self.folded
+        state, version, head = folded.board.game, folded.version, folded.head
+        at = self._shared.clock()
+        plans: list[_Plan] = []
+        refused: list[tuple[Submission, Rejected]] = []
+        for submission in batch:
+            command = submission.command
+            try:
+                events = decide(state, command)
+            except Rejected as exc:
+                refused.append((submission, exc))
+                continue
+            items, data, head = envelope.seal(
+                self.game_id, version, head, at, command.id, command.seat, events
+            )
+            plans.append(_Plan(submission, version, items, data, head))
+            version += len(events)
+            for event in events:  # one or two events: evolve, not fold (which copies the whole state)
+                state = evolve(state, event)
+        return plans, refused
+
+    async def _append(self, plans: list[_Plan]) -> list[Appended | StoreError]:
+        """Append the plans in one store call; each gets its own result."""
+        if not plans:
+            return []
+        store = self._shared.store
+        if len(plans) == 1:
+            plan = plans[0]
+            try:
+                return [await store.append(self.game_id, plan.expected, plan.data, plan.submission.key)]
+            except StoreError as exc:
+                return [exc]
+        return await store.append_many([(self.game_id, p.expected, p.data, p.submission.key) for p in plans])
+
+    async def _answer_from_store(self, submission: Submission, prior: Appended) -> None:
+        """The answer an accepted command got, read back from the store."""
+        try:
+            records = await self._shared.store.read(self.game_id, prior.first - 1, prior.last)
+        except StoreError as exc:
+            submission.answer(exc)
+            return
+        submission.answer(Outcome(prior.last, [r.data for r in records]))
+
+    def _retry(self, again: list[Submission]) -> None:
+        """Put commands to decide again at the front of the queue, in their order, up to the retry limit."""
+        keep: list[Submission] = []
+        for submission in again:
+            submission.attempts += 1
+            if submission.attempts > self._shared.retries:
+                message = f"game {self.game_id}: too many concurrent writers, retry with the same id"
+                submission.answer(StoreUnavailable(message))
+            else:
+                keep.append(submission)
+        self._waiting[:0] = keep
+
+    # Folding what the stream holds ------------------------------------------------------------------
+
+    async def refresh(self) -> bool:
+        """Fold in what the stream holds past this node's version; False when the stream is gone.
+
+        Raises: StoreUnavailable, UnreadableGame.
+        """
+        # Reading from the last known version itself (not after it) tells a quiet game from a deleted one.
+        records = await self._shared.store.read(self.game_id, max(0, self.version - 1))
+        if not records and self.version > 0:
+            self.gone = True
+            return False
+        if self._worker is not None:
+            self._news += records  # folded by the worker once its round is over
+        else:
+            self._take(records, strict=True)
+        return True
+
+    async def _catch_up(self) -> None:
+        self._behind = False
+        try:
+            if not await self.refresh():
+                for submission in self._waiting:
+                    submission.answer(UnknownGame("no such game"))
+                self._waiting = []
+        except StoreError:
+            # Decided on what this node holds, a command gets a conflict and another catch-up.
+            self._shared.metrics.redis_errors.inc()
+
+    def _take(self, records: Sequence[Record], strict: bool = False) -> None:
+        """Fold records from the stream and fan out the new ones; a gap makes the worker read first."""
+        try:
+            fresh = self.folded.fold(records)
+        except GapError:
+            self._behind = True
+            if self._worker is None:
+                self._worker = asyncio.get_running_loop().create_task(self._work())
+            return
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            if strict:
+                raise UnreadableGame(f"game {self.game_id}: an envelope does not decode: {exc}") from None
+            log.error("unreadable envelope", extra={"game_id": self.game_id, "error": str(exc)})
+            return
+        if fresh:
+            self._publish(fresh)
+            self._observe_lag()
+
+    # Followers and fan-out --------------------------------------------------------------------------
+
+    def follow(self, follower: Follower) -> None:
+        """Send the follower every frame from the current version on; the game's tail runs while followed."""
+        self.followers.append(follower)
+        if self._tail is None:
+            self._tail = asyncio.get_running_loop().create_task(self._follow_stream())
+
+    def unfollow(self, follower: Follower) -> None:
+        """Stop sending to the follower; the tail stops with the last one."""
+        with contextlib.suppress(ValueError):
+            self.followers.remove(follower)
+        if not self.followers and self._tail is not None:
+            self._tail.cancel()
+            self._tail = None
+
+    @property
+    def tail_alive(self) -> bool:
+        """Whether the game's tail runs (when it should)."""
+        return self._tail is None or not self._tail.done()
+
+    def _publish(self, records: Sequence[Record]) -> None:
+        """One frame per view mode for the records just folded, encoded once, to every follower."""
+        followers = self.followers
+        if not followers:
+            return
+        envelopes = [msgspec.Raw(r.data) for r in records]
+        frames: dict[str, bytes] = {}
+        for follower in followers:
+            frame = frames.get(follower.view)
+            if frame is None:
+                frame = frames[follower.view] = self._frame(follower.view, envelopes)
+            follower.outbox.put(frame)
+
+    def _frame(self, view: str, envelopes: list[msgspec.Raw]) -> bytes:
+        if view == "delta":
+            return encode(DeltaFrame(envelopes, self.folded.delta()))
+        if view == "full":
+            return encode(EventsFrame(envelopes, self.folded.encoded_view()))
+        return encode(HistoryFrame(envelopes))
+
+    async def _follow_stream(self) -> None:
+        """Hand what other nodes append to the fold, for as long as the game is followed."""
+        shared = self._shared
+        while True:
+            stream = shared.store.tail(self.game_id, self.version, known=self._known, held=self._held)
+            try:
+                async for records in stream:
+                    if self._worker is not None:
+                        self._news += records
+                    else:
+                        self._take(records)
+            except asyncio.CancelledError:
+                raise
+            except StoreError as exc:
+                shared.metrics.redis_errors.inc()
+                log.warning("tail interrupted, retrying", extra={"game_id": self.game_id, "error": str(exc)})
+                await asyncio.sleep(shared.retry_delay)
+            except Exception:
+                log.exception("tail failed, retrying", extra={"game_id": self.game_id})
+                await asyncio.sleep(shared.retry_delay)
+            finally:
+                closing = getattr(stream, "aclose", None)
+                if closing is not None:
+                    with contextlib.suppress(Exception):
+                        await closing()
+
+    async def _known(self) -> int:
+        # This node's own appends reach the fold without the tail: once the round in flight is over, a
+        # notice of them needs no read. (Only that round: a busy game always has one.)
+        if self._round_end is not None:
+            await asyncio.shield(self._round_end)
+        return self.version
+
+    def _held(self) -> int:
+        return self.version
+
+    def _observe_lag(self) -> None:
+        with contextlib.suppress(ValueError):
+            written = datetime.fromisoformat(self.folded.last_at.replace("Z", "+00:00"))
+            self._shared.metrics.tail_lag.set(max(0.0, (datetime.now(UTC) - written).total_seconds()))
+
+    async def close(self) -> None:
+        """Stop the tail and the worker; commands still waiting are answered unavailable."""
+        tasks = [task for task in (self._tail, self._worker) if task is not None]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tail = None
+        for submission in self._waiting:
+            submission.answer(StoreUnavailable("the server is shutting down"))
+        self._waiting = []

@@ -1,0 +1,260 @@
+"""One websocket client's side of the protocol, without I/O: messages in, actions out.
+
+The session knows the protocol's order and rules: the first frame must be `hello`; a frame is checked for
+size, then rate, then shape, then access, before it becomes a command; every command gets exactly one
+answer; a refusal carries the frame's readable id. It never touches a socket, a store or a clock of its
+own: the shell (server.web.ws) feeds it what arrived and what the game said, and carries out what it
+returns (send a frame, close, join the game, submit a command). So it is tested with plain calls.
+
+    session = Session(limits)
+    session.receive(text)          -> [Join(hello)]            the shell looks the game up, then
+    session.admit(...)             -> [Send(welcome), ...]     or a refusal and Close
+    session.receive(text)          -> [Submit(command)] | [Send(rejected)]
+    session.accepted(...) / .refused(...) -> Send(accepted | rejected)
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import msgspec
+
+from domain import Rejected
+from domain.messages import EndGame, Place
+from server import auth
+from server.protocol.frames import (
+    Accepted,
+    Hello,
+    HistoryFrame,
+    Welcome,
+    decode_frame,
+    encode,
+    readable_id,
+    rejected,
+)
+from server.protocol.limits import TokenBucket
+
+POLICY = 1008
+TOO_SLOW = 1013
+HISTORY_CHUNK = 200
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """Send this frame (encoded JSON text); `code` names the rejection it is, if one (for metrics)."""
+
+    data: bytes
+    code: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Close:
+    """Close the connection."""
+
+    code: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Join:
+    """Look the game up for this hello, then call `Session.admit`."""
+
+    hello: Hello
+
+
+@dataclass(frozen=True, slots=True)
+class Submit:
+    """Hand the command to its game; its outcome comes back through `Session.answer`."""
+
+    command: Place | EndGame
+
+
+@dataclass(frozen=True, slots=True)
+class ReadHistory:
+    """Read the stored envelopes after+1..until and pass them to `Session.history`."""
+
+    after: int
+    until: int
+
+
+Action = Send | Close | Join | Submit | ReadHistory
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """The per-connection limits of protocol.md."""
+
+    max_frame_bytes: int = 16 * 1024
+    rate_per_second: float = 50.0
+    rate_burst: int = 100
+
+
+class State(enum.Enum):
+    """Where a session is: waiting for hello, joining its game, open for commands, or closed."""
+
+    HELLO = "hello"
+    JOINING = "joining"
+    OPEN = "open"
+    CLOSED = "closed"
+
+
+# What a hello's `view` asks live frames to carry: v1's `true` is the whole view.
+_VIEWS: dict[object, str] = {"delta": "delta", "full": "full", True: "full", False: "none"}
+
+
+class Session:
+    """The protocol state of one connection."""
+
+    def __init__(self, limits: Limits | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+        self.limits = limits or Limits()
+        self._bucket = TokenBucket(self.limits.rate_per_second, self.limits.rate_burst, clock)
+        self.state = State.HELLO
+        self.hello: Hello | None = None
+        self.role = "spectator"
+        self.seat: int | None = None
+        self.version = 0  # the game's version as last told: rejections carry it
+
+    @property
+    def view(self) -> str:
+        """What this client's live frames carry of the view: "delta", "full" or "none"."""
+        return _VIEWS[self.hello.view] if self.hello is not None else "delta"
+
+    def receive(self, text: str | None) -> list[Action]:
+        """A message arrived: its text, or None for a binary frame."""
+        if self.state is State.HELLO:
+            return self._receive_hello(text)
+        if self.state is not State.OPEN:
+            return []
+        if text is None:
+            return self._refuse(None, "bad_request", "frames are JSON text, not binary")
+        limit = self.limits.max_frame_bytes
+        if _size(text) > limit:
+            return self._refuse(None, "too_large", f"a frame may hold {limit} bytes")
+        if not self._bucket.take():
+            return self._refuse(readable_id(text), "rate_limited", "too many commands; slow down")
+        try:
+            frame = decode_frame(text)
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
+            # A RecursionError (a frame nested deeper than the decoder reads) is not a DecodeError.
+            return self._refuse(readable_id(text), "bad_request", str(exc))
+        if isinstance(frame, Hello):
+            return self._refuse(None, "bad_request", "hello was already said")
+        if self.seat is None:
+            return self._refuse(frame.id, "forbidden", "spectators cannot send commands")
+        return [Submit(frame.command(self.seat))]
+
+    def hello_timed_out(self) -> list[Action]:
+        """No hello came in time."""
+        if self.state is not State.HELLO:
+            return []
+        self.state = State.CLOSED
+        return [Close(POLICY, "no hello in time")]
+
+    def _receive_hello(self, text: str | None) -> list[Action]:
+        frame: object = None
+        if text is not None and _size(text) <= self.limits.max_frame_bytes:
+            try:
+                frame = decode_frame(text)
+            except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+                frame = None
+        if not isinstance(frame, Hello):
+            self.state = State.CLOSED
+            return [Close(POLICY, "the first frame must be hello")]
+        self.hello = frame
+        self.state = State.JOINING
+        return [Join(frame)]
+
+    def admit(
+        self,
+        *,
+        found: bool,
+        public: bool = False,
+        credentials: Mapping[str, str] | None = None,
+        full: bool = False,
+        version: int = 0,
+        view: bytes = b"",
+    ) -> list[Action]:
+        """What the game said of this hello: whether it exists, whether spectators need a token, its
+        credential hashes, whether it is full of connections, its version and its view encoded.
+
+        Admitted, the session sends the welcome, then asks for the history a `since` wants.
+        """
+        if self.state is not State.JOINING or self.hello is None:
+            return []
+        if not found:
+            return self.refuse("unknown_game", "no such game", POLICY)
+        seat = _seat_of(self.hello.token, public, credentials or {})
+        if seat is None:
+            return self.refuse("forbidden", "that token is not a seat or watch token of this game", POLICY)
+        if full:
+            return self.refuse("unavailable", "this game has its maximum of connections", TOO_SLOW)
+        self.state = State.OPEN
+        self.seat = seat if seat >= 0 else None
+        self.role = "player" if seat >= 0 else "spectator"
+        self.version = version
+        welcome = Welcome(
+            role="player" if seat >= 0 else "spectator",
+            seat=self.seat,
+            version=version,
+            view=msgspec.Raw(view),
+        )
+        actions: list[Action] = [Send(encode(welcome))]
+        since = self.hello.since
+        if since is None:
+            return actions
+        if since > version:
+            message = f"since {since} is past the game's version {version}; resuming from {version}"
+            actions.append(Send(rejected(None, "bad_request", message, version), "bad_request"))
+        elif since < version:
+            actions.append(ReadHistory(since, version))
+        return actions
+
+    def refuse(self, code: str, message: str, close_code: int) -> list[Action]:
+        """Refuse the connection: a rejection, then the close."""
+        self.state = State.CLOSED
+        return [Send(rejected(None, code, message, 0), code), Close(close_code, message[:120])]
+
+    def history(self, data: Sequence[bytes]) -> list[Send]:
+        """The frames carrying stored envelopes (history after the welcome), in chunks."""
+        return [
+            Send(encode(HistoryFrame([msgspec.Raw(d) for d in data[start : start + HISTORY_CHUNK]])))
+            for start in range(0, len(data), HISTORY_CHUNK)
+        ]
+
+    def accepted(self, command_id: str, version: int, envelopes: Sequence[bytes]) -> Send:
+        """The answer to a command that was written: its last version and its envelopes as stored."""
+        self.version = version
+        events = [msgspec.Raw(d) for d in envelopes]
+        return Send(encode(Accepted(id=command_id, version=version, events=events)))
+
+    def refused(self, command_id: str, error: Exception, version: int) -> Send:
+        """The answer to a command that was not written: the rule's rejection, or `unavailable` when the
+        store did not answer (the command may have been written: retry with the same id)."""
+        self.version = version
+        if isinstance(error, Rejected):
+            return Send(rejected(command_id, error.code, error.message, version), error.code)
+        message = "the event store did not answer; retry with the same id"
+        return Send(rejected(command_id, "unavailable", message, version), "unavailable")
+
+    def _refuse(self, id: str | None, code: str, message: str) -> list[Action]:
+        return [Send(rejected(id, code, message, self.version), code)]
+
+
+def _seat_of(token: str | None, public: bool, credentials: Mapping[str, str]) -> int | None:
+    """The seat of a token (>= 0), -1 for a spectator, None when refused."""
+    if token is None:
+        return -1 if public else None
+    field = auth.identify(token, dict(credentials))
+    if field is None:
+        return None
+    if field == auth.WATCH:
+        return -1
+    return int(field.split(":", 1)[1])
+
+
+def _size(text: str) -> int:
+    """The frame's size in bytes as it came off the wire (after any decompression)."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "replace"))
