@@ -13,8 +13,9 @@ on a fresh server process, all on one redis-server of their own.
 
 Interference, on ours only, from a process of its own: a late spectator reads the whole history of a
 game of `--long-game` events (a websocket hello with `"since": 0`, then GET /games/{id}/events, in
-turn, again and again), while `--cold-games` games the server has never held (written to Redis before
-the server starts) are loaded by GET /games/{id}, spread over the run.
+turn, one read every `--late-every` seconds), while `--cold-games` games the server has never held
+(played before it starts, through a server process of their own on the same Redis) are loaded by
+GET /games/{id}, spread over the run.
 
     python -m bench load [--rounds 3] [--duration 20] [--tables 12] [--late-every 1] [--no-interference]
     python -m bench load --quick
@@ -390,39 +391,60 @@ def _interference_child(base: str, seeded: dict[str, Any], start: float, stop: f
 # --- seeding -----------------------------------------------------------------------------------------
 
 
-async def _seed(redis_url: str, long_events: int, cold_games: int, cold_events: int) -> dict[str, Any]:
-    """Write the long game and the cold games straight to Redis through our command service."""
-    from bench.games import legal_placements, place
-    from server.engine.service import GameService
-    from server.store.redis import RedisEventStore
-
-    store = await RedisEventStore.from_url(redis_url)
-    service = GameService(store, max_placements=10_000_000, max_live_games=1_000_000)
-    pairs = legal_placements()
+async def _play(base: str, events: int, bodies: list[str]) -> tuple[str, int]:
+    """A new game played over the wire to `events` events, seats in turn, each answer awaited."""
+    async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+        response = await http.post("/games", json={"players": ["P0", "P1", "P2"]})
+        response.raise_for_status()
+        created = response.json()
+    game_id = created["game_id"]
+    url = f"{base.replace('http://', 'ws://')}/games/{game_id}/ws"
+    sockets = []
     try:
-
-        async def play(events: int) -> str:
-            created = await service.create(["P0", "P1", "P2"])
-            for index in range(events - 1):
-                await service.handle(created.game_id, place(index % 3, index, pairs))
-            return created.game_id
-
-        long_game = await play(long_events)
-        gate = asyncio.Semaphore(32)
-
-        async def cold() -> str:
-            async with gate:
-                return await play(cold_events)
-
-        cold_ids = await asyncio.gather(*(cold() for _ in range(cold_games)))
-        return {
-            "long_game": long_game,
-            "long_version": await store.version(long_game),
-            "cold_games": list(cold_ids),
-            "cold_events": cold_events,
-        }
+        for seat in created["seats"]:
+            ws = await LightSocket.connect(url)
+            sockets.append(ws)
+            hello = {"type": "hello", "token": seat["token"], "since": None, "view": False}
+            await ws.send(msgspec.json.encode(hello).decode())
+            await asyncio.wait_for(ws.recv(decode=False), 30)
+        version = 1
+        for index in range(events - 1):
+            seat = index % len(sockets)
+            body = bodies[(index * 7 + seat) % len(bodies)]
+            await sockets[seat].send(f'{{"type":"place","id":"s{index}",{body}}}')
+            while True:
+                frame = _decode(cast(bytes, await asyncio.wait_for(sockets[seat].recv(decode=False), 30)))
+                if frame.id == f"s{index}" and frame.type in ("accepted", "rejected"):
+                    break
+            if frame.type == "accepted":
+                version += 1
+        return game_id, version
     finally:
-        await store.close()
+        await asyncio.gather(*(ws.close() for ws in sockets), return_exceptions=True)
+
+
+async def _seed_games(base: str, long_events: int, cold_games: int, cold_events: int) -> dict[str, Any]:
+    bodies = placements()
+    long_game, long_version = await _play(base, long_events, bodies)
+    gate = asyncio.Semaphore(32)
+
+    async def cold() -> str:
+        async with gate:
+            return (await _play(base, cold_events, bodies))[0]
+
+    cold_ids = await asyncio.gather(*(cold() for _ in range(cold_games)))
+    return {"long_game": long_game, "long_version": long_version, "cold_games": list(cold_ids)}
+
+
+def seed(redis: RedisServer, long_events: int, cold_games: int, cold_events: int) -> dict[str, Any]:
+    """The long game and the cold games, played through a server process of their own that is gone
+    before any measured server starts: none of them is held in the measured server's memory."""
+    import uvloop
+
+    with ServerProcess("ours", redis.url) as server:
+        seeded = uvloop.run(_seed_games(server.url.rstrip("/"), long_events, cold_games, cold_events))
+    seeded["cold_events"] = cold_events
+    return seeded
 
 
 # --- rounds ------------------------------------------------------------------------------------------
@@ -546,7 +568,7 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     with RedisServer() as redis:
         if args.interference:
             started = time.perf_counter()
-            seeded = asyncio.run(_seed(redis.url, args.long_game, args.cold_games, args.cold_events))
+            seeded = seed(redis, args.long_game, args.cold_games, args.cold_events)
             seeded["late_every"] = args.late_every
             say(
                 f"seeded a {seeded['long_version']}-event game and {args.cold_games} cold games "
