@@ -8,7 +8,7 @@ import itertools
 from domain import STANDARD, PerformanceToken, Place, RepairToken, legal_spaces
 from domain.messages import Token
 from server.engine.envelope import Record
-from server.engine.service import GameService
+from server.engine.games import Games
 from server.store.memory import MemoryEventStore
 
 
@@ -30,9 +30,9 @@ def place(seat: int, index: int, pairs: list[tuple[Token, str]]) -> Place:
     return Place(seat=seat, id=f"s{seat}n{index}", token=token, space=space)
 
 
-async def _build(events: int, players: int) -> tuple[GameService, str, list[Record]]:
+async def _build(events: int, players: int) -> tuple[Games, str, list[Record]]:
     store = MemoryEventStore()
-    service = GameService(store, max_placements=10_000_000, max_live_games=1_000_000)
+    service = Games(store, max_placements=10_000_000, max_live_games=1_000_000)
     created = await service.create([f"P{i}" for i in range(players)])
     pairs = legal_placements()
     seats = itertools.cycle(range(players))
@@ -41,6 +41,6 @@ async def _build(events: int, players: int) -> tuple[GameService, str, list[Reco
     return service, created.game_id, await store.read(created.game_id)
 
 
-def build_game(events: int, players: int = 3) -> tuple[GameService, str, list[Record]]:
+def build_game(events: int, players: int = 3) -> tuple[Games, str, list[Record]]:
     """A game of `events` events (its creation and placements by every seat in turn), as stored."""
     return asyncio.run(_build(events, players))

@@ -2,7 +2,7 @@
 
 - Idle spectators: the server process's RSS before and after 1,000 spectators said hello to one game
   (ours and the minimal server, each with and without permessage-deflate offered), per connection.
-- Active game: tracemalloc around folding 1,000-event games into `LiveGame` objects (state, view and
+- Active game: tracemalloc around folding 1,000-event games into `FoldedGame` objects (state, view and
   encoded view), per game; and the same games' RSS growth in this process.
 - Steady load: games come and go (create, 3 players place K tokens each turn, 2 spectators watch, the
   game ends, everyone leaves) for --minutes, with the cache of folded games capped
@@ -27,7 +27,7 @@ from websockets.asyncio.client import ClientConnection
 from bench.common import CpuMeter, RedisServer, ServerProcess, open_client, raise_nofile, say, write_result
 from bench.games import build_game
 from bench.generator import placements
-from server.engine.live import LiveGame
+from server.engine.folded import FoldedGame
 
 IDLE_GOAL_KIB = 40
 GAME_GOAL_KIB = 64
@@ -78,7 +78,7 @@ async def _quiet_close(ws: ClientConnection) -> None:
 
 
 def game_state(events: int, copies: int) -> dict[str, Any]:
-    """Per game: tracemalloc'd bytes and RSS growth of `copies` LiveGames folded from `events` events."""
+    """Per game: tracemalloc'd bytes and RSS growth of `copies` FoldedGames folded from `events` events."""
     _, game_id, records = build_game(events)
     gc.collect()
     process = psutil.Process()
@@ -87,8 +87,8 @@ def game_state(events: int, copies: int) -> dict[str, Any]:
     base = tracemalloc.get_traced_memory()[0]
     games = []
     for index in range(copies):
-        game = LiveGame(f"{game_id}-{index}")
-        game.ingest(records)
+        game = FoldedGame(f"{game_id}-{index}")
+        game.fold(records)
         _ = game.view_json  # the encoded view the server keeps for welcomes and frames
         games.append(game)
     gc.collect()

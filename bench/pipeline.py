@@ -1,8 +1,9 @@
 """Pipeline: the CPU of the server's command path without sockets, against the minimal pipeline's own work.
 
-Ours: `GameService.handle` on the in-memory store, group commit, the hub and 8 followers per game whose
-outboxes write to nothing (the kernel's part of a socket write is not Python's), 20 games warmed to
-`--events` events each, commands round-robin over the games, one per turn of the loop (a round carries
+Ours: `Games.handle` on the in-memory store (each game's owner decides, appends, folds and fans out)
+and 8 followers per game whose outboxes send to nothing (the kernel's part of a socket write is not
+Python's), 20 games warmed to `--events` events each, commands round-robin over the games, one per
+turn of the loop (a round carries
 one command, as in open loop at moderate load). The baseline, in the same run: what the minimal pipeline
 does per command besides its Redis call and its sockets (decode the command, build and encode one
 envelope and its `events` frame, hand it to 8 writers). Process time per command, the best of
@@ -31,8 +32,9 @@ from uvicorn.server import ServerState as _State
 
 from bench.common import ratio, say, write_result
 from bench.games import legal_placements, place
-from server.engine.hub import Hub, Outbox, Subscriber
-from server.engine.service import GameService
+from server.engine.games import Games
+from server.engine.outbox import Outbox
+from server.engine.owner import Follower
 from server.store.memory import MemoryEventStore
 
 GAMES = 20
@@ -63,11 +65,10 @@ class _Events(msgspec.Struct, tag="events", tag_field="type"):
 def _writer() -> tuple[list[int], Any]:
     written = [0]
 
-    def write(data: bytes) -> bool:
+    async def send(data: bytes) -> None:
         written[0] += 1
-        return True
 
-    return written, write
+    return written, send
 
 
 async def _nothing(*_: object) -> None:
@@ -75,16 +76,16 @@ async def _nothing(*_: object) -> None:
 
 
 async def _ours(events: int, commands: int, rounds: int) -> tuple[list[float], int]:
-    service = GameService(MemoryEventStore(), max_placements=10_000_000, max_live_games=1_000_000)
-    hub = Hub(service)
-    written, write = _writer()
+    service = Games(MemoryEventStore(), max_placements=10_000_000, max_live_games=1_000_000)
+    written, send = _writer()
     games = [(await service.create(["A", "B", "C"])).game_id for _ in range(GAMES)]
     for game_id in games:
-        await service.live(game_id)
+        game = await service.get(game_id)
+        assert game is not None
         for _ in range(FOLLOWERS):
-            outbox = Outbox(_nothing, _nothing, 100, write=write)
+            outbox = Outbox(send, _nothing, 100)
             outbox.start()
-            hub.subscribers.setdefault(game_id, []).append(Subscriber(outbox=outbox))
+            game.follow(Follower(outbox))
     pairs = legal_placements()
     counter = itertools.count()
 

@@ -1,9 +1,9 @@
 """Replay: folding a stored game vs decoding its envelopes alone; rebuilding stored games from Redis.
 
 Fold: `server.engine.envelope.decode` + `projections.project` over a game's stored envelopes (and the server's
-own path, `LiveGame.ingest`, which adds the chain hash), in events per second, against
+own path, `FoldedGame.fold`, which adds the chain hash), in events per second, against
 `server.engine.envelope.decode` (msgspec's typed decode) of the same bytes alone. Rebuild: 10,000 games stored
-in a fresh redis-server, each read back with `RedisEventStore.read` and folded into a `LiveGame`; the
+in a fresh redis-server, each read back with `RedisEventStore.read` and folded into a `FoldedGame`; the
 time is split between the Redis reads and the Python folding.
 """
 
@@ -18,7 +18,7 @@ from bench.common import RedisServer, ratio, say, write_result
 from bench.games import build_game
 from projections import project
 from server.engine import envelope
-from server.engine.live import LiveGame
+from server.engine.folded import FoldedGame
 from server.store.redis import RedisEventStore
 from server.store.redis._scripts import events_key
 
@@ -53,7 +53,7 @@ def fold_rates(datas: list[bytes], game_id: str, repeat: int) -> dict[str, float
         project([envelope.decode(data).event for data in datas])
 
     def ingest() -> None:
-        LiveGame(game_id).ingest(records)
+        FoldedGame(game_id).fold(records)
 
     n = len(datas)
     rates = _best_rates({"decode": decode_only, "fold": fold, "ingest": ingest}, n, repeat)
@@ -86,7 +86,7 @@ async def rebuild(url: str, datas: list[bytes], games: int) -> dict[str, Any]:
         read_seconds, read_cpu = time.perf_counter() - started, time.process_time() - cpu0
         started = time.perf_counter()
         for game_id, records in zip(ids, loaded, strict=True):
-            LiveGame(game_id).ingest(records)
+            FoldedGame(game_id).fold(records)
         fold_seconds = time.perf_counter() - started
         # Reads with 50 in flight (one connection each), as a node warming its cache concurrently would.
         gate = asyncio.Semaphore(50)

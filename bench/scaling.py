@@ -2,7 +2,7 @@
 minimal), and the per-command cost in a game of 10,000 events vs a new one.
 
 The per-command cost is measured in-process: `domain.decide` alone, and the whole command path of the
-service (`GameService.handle` on the in-memory store: decide, envelope, hash, fold), with the live
+service (`Games.handle` on the in-memory store: decide, envelope, hash, fold), with the live
 frame's whole view or its view delta, each as the median over a few hundred commands on a long game
 against the same on a fresh game.
 
@@ -31,9 +31,9 @@ def command_cost(events: int, commands: int) -> dict[str, Any]:
     """Median microseconds per command (decide alone; whole service path) at `events` events."""
     service, game_id, records = build_game(events)
     pairs = legal_placements()
-    live = asyncio.run(service.live(game_id))
+    live = asyncio.run(service.get(game_id))
     assert live is not None
-    state = live.board.game
+    state = live.folded.board.game
     decide_times: list[float] = []
     for index in range(commands):
         command = place(index % 3, events + index, pairs)
@@ -48,7 +48,7 @@ def command_cost(events: int, commands: int) -> dict[str, Any]:
             started = time.perf_counter()
             await service.handle(game_id, command)
             # What the server encodes once per version for its frames: the whole view, or the delta.
-            _ = msgspec.json.encode(live.encoded_view() if frame == "whole" else live.encoded_delta())
+            _ = msgspec.json.encode(live.folded.encoded_view() if frame == "whole" else live.folded.delta())
             times.append(time.perf_counter() - started)
         return times
 
@@ -59,8 +59,8 @@ def command_cost(events: int, commands: int) -> dict[str, Any]:
         "decide_us_median": statistics.median(decide_times) * 1e6,
         "command_path_us_median": statistics.median(handle_times) * 1e6,
         "command_path_delta_us_median": statistics.median(delta_times) * 1e6,
-        "view_json_bytes": len(live.view_json),
-        "state_json_bytes": len(msgspec.json.encode(live.board.game)),
+        "view_json_bytes": len(live.folded.view_json),
+        "state_json_bytes": len(msgspec.json.encode(live.folded.board.game)),
     }
 
 

@@ -9,8 +9,8 @@ import pytest
 
 from bench.games import legal_placements, place
 from bench.generator import Frame, timed_part
-from server.engine.live import LiveGame
-from server.engine.service import GameService
+from server.engine.folded import FoldedGame
+from server.engine.games import Games
 from server.protocol import frames as wire
 from server.store.memory import MemoryEventStore
 
@@ -21,15 +21,15 @@ TRICKY = ['Ada,"view":{}', '"},"view":', "Ben\\", "Cy"]
 
 
 async def _records() -> tuple[str, list[bytes], bytes, bytes]:
-    service = GameService(MemoryEventStore(), max_placements=1_000)
+    service = Games(MemoryEventStore(), max_placements=1_000)
     created = await service.create(TRICKY)
     pairs = legal_placements()
     for index in range(40):
         await service.handle(created.game_id, place(index % len(TRICKY), index, pairs))
     records = await service.store.read(created.game_id)
-    live = LiveGame(created.game_id)
-    live.ingest(records)
-    delta = msgspec.json.encode(live.encoded_delta())
+    live = FoldedGame(created.game_id)
+    live.fold(records)
+    delta = msgspec.json.encode(live.delta())
     return created.game_id, [r.data for r in records], live.view_json, delta
 
 

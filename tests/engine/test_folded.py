@@ -14,8 +14,9 @@ from orchestra_client import DeltaMismatch, apply_delta
 from projections import ViewDelta, project, render
 from server.config import Settings
 from server.engine import envelope
-from server.engine.live import SPACES_CACHE_BYTES, GapError, LiveGame
-from server.engine.service import GameService
+from server.engine.folded import SPACES_CACHE_BYTES, FoldedGame, GapError
+from server.engine.games import Games
+from server.engine.owner import Follower
 from server.protocol.frames import DeltaFrame, EventsFrame, encode
 from server.store.memory import MemoryEventStore
 
@@ -31,10 +32,11 @@ CHOICES = [
 
 
 async def test_the_view_encoded_space_by_space_is_byte_for_byte_the_whole_view_encoded() -> None:
-    service = GameService(MemoryEventStore())
+    service = Games(MemoryEventStore())
     game_id = (await service.create(["Ada", "Ben", "Cy"])).game_id
-    live = await service.live(game_id)
-    assert live is not None
+    game = await service.get(game_id)
+    assert game is not None
+    live = game.folded
     rng = random.Random(3)
     for i in range(150):
         token, space = rng.choice(CHOICES)
@@ -49,10 +51,11 @@ async def test_the_view_encoded_space_by_space_is_byte_for_byte_the_whole_view_e
     assert live.version > 100
 
 
-async def _long_game(service: GameService, placements: int) -> LiveGame:
+async def _long_game(service: Games, placements: int) -> FoldedGame:
     game_id = (await service.create(["Ada", "Ben", "Cy"])).game_id
-    live = await service.live(game_id)
-    assert live is not None
+    game = await service.get(game_id)
+    assert game is not None
+    live = game.folded
     rng = random.Random(5)
     while live.version <= placements:
         token, space = rng.choice(CHOICES)
@@ -66,13 +69,13 @@ async def _long_game(service: GameService, placements: int) -> LiveGame:
     return live
 
 
-def _cached(live: LiveGame) -> dict[str, int]:
+def _cached(live: FoldedGame) -> dict[str, int]:
     return {space_id: len(raw) for space_id, (_, raw) in live._spaces_json.items()}
 
 
 @pytest.mark.parametrize("budget", [0, 700, 2_000])
 async def test_the_encoded_spaces_kept_stay_within_the_budget_and_the_view_stays_exact(budget: int) -> None:
-    live = await _long_game(GameService(MemoryEventStore(), view_cache_bytes=budget), 200)
+    live = await _long_game(Games(MemoryEventStore(), view_cache_bytes=budget), 200)
     whole = len(live.view_json)
     assert whole > 2 * budget  # the game has outgrown its budget: some spaces are encoded per frame
     cached = _cached(live)
@@ -85,7 +88,7 @@ async def test_the_encoded_spaces_kept_stay_within_the_budget_and_the_view_stays
 
 
 async def test_within_the_budget_every_space_is_kept_and_not_encoded_again() -> None:
-    live = await _long_game(GameService(MemoryEventStore(), view_cache_bytes=1 << 20), 100)
+    live = await _long_game(Games(MemoryEventStore(), view_cache_bytes=1 << 20), 100)
     first = live.view_json
     assert set(_cached(live)) == set(live.board.view.spaces)
     kept = {space_id: raw for space_id, (_, raw) in live._spaces_json.items()}
@@ -94,27 +97,25 @@ async def test_within_the_budget_every_space_is_kept_and_not_encoded_again() -> 
 
 
 def test_the_default_budget_is_the_settings_default() -> None:
-    assert (
-        Settings().view_cache_bytes == SPACES_CACHE_BYTES == GameService(MemoryEventStore()).view_cache_bytes
-    )
+    assert Settings().view_cache_bytes == SPACES_CACHE_BYTES == Games(MemoryEventStore()).view_cache_bytes
 
 
 async def test_ingest_skips_what_it_has_seen_and_refuses_a_gap() -> None:
-    service = GameService(MemoryEventStore())
+    service = Games(MemoryEventStore())
     game_id = (await service.create(["Ada", "Ben"])).game_id
     for i in range(4):
         await service.handle(game_id, Place(seat=i % 2, id=f"p{i}", token=RepairToken("winds"), space="oboe"))
     records = await service.store.read(game_id)
-    live = LiveGame(game_id)
-    assert live.ingest(records[:2]) == 2
-    assert live.ingest(records[:3]) == 1  # versions 1 and 2 again are skipped
-    assert live.ingest(records[:3]) == 0
+    live = FoldedGame(game_id)
+    assert len(live.fold(records[:2])) == 2
+    assert len(live.fold(records[:3])) == 1  # versions 1 and 2 again are skipped
+    assert len(live.fold(records[:3])) == 0
     with pytest.raises(GapError, match="got version 5 past version 3"):
-        live.ingest([records[4]])
+        live.fold([records[4]])
     with pytest.raises(GapError, match="got version 5 past version 3"):
-        live.ingest([records[3], records[4], records[4]][1:])
+        live.fold([records[3], records[4], records[4]][1:])
     assert live.version == 3  # a refused batch changes nothing
-    assert live.ingest(records) == 2
+    assert len(live.fold(records)) == 2
     assert live.view_json == msgspec.json.encode(
         project([envelope.decode(r.data).event for r in records]).view
     )
@@ -122,35 +123,35 @@ async def test_ingest_skips_what_it_has_seen_and_refuses_a_gap() -> None:
 
 async def test_a_frame_holding_the_view_struct_is_the_frame_holding_the_encoded_view() -> None:
     # A small cache budget: most spaces are encoded for each frame, the rest come from the cache.
-    service = GameService(MemoryEventStore(), view_cache_bytes=2_000)
+    service = Games(MemoryEventStore(), view_cache_bytes=2_000)
     live = await _long_game(service, 200)
     envelopes = [msgspec.Raw(b'{"version":1}'), msgspec.Raw(b'{"version":2}')]
     for _ in range(2):  # and again, with whatever the first pass cached
         assert encode(EventsFrame(envelopes, live.encoded_view())) == encode(
             EventsFrame(envelopes, msgspec.Raw(msgspec.json.encode(live.board.view)))
         )
-        assert encode(DeltaFrame(envelopes, live.encoded_delta())) == encode(
-            DeltaFrame(envelopes, msgspec.Raw(msgspec.json.encode(live.encoded_delta())))
+        assert encode(DeltaFrame(envelopes, live.delta())) == encode(
+            DeltaFrame(envelopes, msgspec.Raw(msgspec.json.encode(live.delta())))
         )
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 async def test_deltas_applied_as_a_client_does_give_the_view_rendered_from_scratch(seed: int) -> None:
-    service = GameService(MemoryEventStore(), view_cache_bytes=2_000)
+    service = Games(MemoryEventStore(), view_cache_bytes=2_000)
     game_id = (await _long_game(service, 300)).game_id
     records = await service.store.read(game_id)
-    live = LiveGame(game_id, cache_bytes=2_000)
+    live = FoldedGame(game_id, cache_bytes=2_000)
     rng = random.Random(seed)
     # Batches of one command up to more than INCREMENTAL_UP_TO (a catch-up, folded in one pass).
     first = rng.randrange(1, 5)
-    live.ingest(records[:first])
+    live.fold(records[:first])
     by_delta = msgspec.json.decode(live.view_json)
     done = first
     while done < len(records):
         size = rng.choice([1, 1, 1, 2, 3, 9, 20])
-        live.ingest(records[done : done + size])
+        live.fold(records[done : done + size])
         done += size
-        delta_json = msgspec.json.encode(live.encoded_delta())
+        delta_json = msgspec.json.encode(live.delta())
         by_delta = apply_delta(by_delta, msgspec.json.decode(delta_json))
         # What is sent is what the published type (and so the schema) says, byte for byte.
         assert msgspec.json.encode(msgspec.json.decode(delta_json, type=ViewDelta)) == delta_json
@@ -176,17 +177,20 @@ def _kind(frame: bytes) -> tuple[str, int, str]:
 
 
 async def test_a_delta_frame_after_placement_1000_is_no_larger_than_one_after_placement_10() -> None:
-    service = GameService(MemoryEventStore(), max_placements=1_200)
+    service = Games(MemoryEventStore(), max_placements=1_200)
     game_id = (await service.create(["Ada", "Ben", "Cy"])).game_id
-    live = await service.live(game_id)
-    assert live is not None
+    game = await service.get(game_id)
+    assert game is not None
+    live = game.folded
     frames: list[bytes] = []
-    # What the hub sends a delta client for each batch (`Hub.publish`).
-    live.listeners.append(
-        lambda game, records: frames.append(
-            encode(DeltaFrame([msgspec.Raw(r.data) for r in records], game.encoded_delta()))
-        )
-    )
+
+    class Sent:
+        """A delta client's outbox: the frames its game sends it, as encoded."""
+
+        def put(self, data: bytes) -> None:
+            frames.append(data)
+
+    game.follow(Follower(Sent(), "delta"))  # type: ignore[arg-type]
     contest = [1] + [seat for _ in range(600) for seat in (2, 2, 1, 1)]
     for number in range(1_100):
         seat, (token, space) = (0, RARE) if number % 2 == 0 else (contest[number // 2], CONTESTED)

@@ -10,7 +10,7 @@ import pytest
 from domain import InstrumentToken, PerformanceToken, Place, Rejected, RepairToken
 from domain.messages import EndGame
 from server.engine import envelope
-from server.engine.service import GameService
+from server.engine.games import Games
 from server.ops.verify import verify
 from server.store.memory import MemoryEventStore
 
@@ -27,7 +27,7 @@ CHOICES = [
 
 async def _played_game(seed: int = 1, moves: int = 40) -> tuple[MemoryEventStore, str, list[bytes]]:
     store = MemoryEventStore()
-    service = GameService(store)
+    service = Games(store)
     game_id = (await service.create(["Ada", "Ben", "Cy"])).game_id
     rng = random.Random(seed)
     for i in range(moves):
@@ -55,8 +55,10 @@ async def _played_game(seed: int = 1, moves: int = 40) -> tuple[MemoryEventStore
 @pytest.mark.parametrize("seed", [1, 2, 3])
 async def test_an_untouched_history_verifies_and_refolds_to_the_live_view(seed: int) -> None:
     store, game_id, lines = await _played_game(seed)
-    service = GameService(store)
-    live = await service.live(game_id)
+    service = Games(store)
+    game = await service.get(game_id)
+    assert game is not None
+    live = game.folded
     assert live is not None
     report = verify(lines, live.board.view)
     assert report.ok, report.problem
@@ -103,9 +105,9 @@ async def test_a_missing_envelope_is_reported_as_a_version_gap() -> None:
 async def test_a_live_view_that_differs_from_the_refold_is_reported() -> None:
     store, game_id, lines = await _played_game()
     other_store, other_id, _ = await _played_game(seed=9)
-    other = await GameService(other_store).live(other_id)
+    other = await Games(other_store).get(other_id)
     assert other is not None
-    report = verify(lines, other.board.view)
+    report = verify(lines, other.folded.board.view)
     assert not report.ok and "live view differs" in (report.problem or "")
 
 
