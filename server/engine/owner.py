@@ -415,7 +415,7 @@ class LiveGame:
         """Hand what other nodes append to the fold, for as long as the game is followed."""
         shared = self._shared
         while True:
-            stream = shared.store.tail(self.game_id, self.version, known=self._known, held=self._held)
+            stream = shared.store.tail(self.game_id, self.version, known=self._known, current=self._current)
             try:
                 async for records in stream:
                     if self._worker is not None:
@@ -444,7 +444,7 @@ class LiveGame:
             await asyncio.shield(self._round_end)
         return self.version
 
-    def _held(self) -> int:
+    def _current(self) -> int:
         return self.version
 
     def _observe_lag(self) -> None:

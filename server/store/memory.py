@@ -10,7 +10,7 @@ import asyncio
 from collections.abc import AsyncIterator, Mapping, Sequence
 
 from server.engine.envelope import Record
-from server.store import Appended, ConcurrencyConflict, GameExists, GameNotFound, Held, Known, StoreError
+from server.store import Appended, ConcurrencyConflict, Current, GameExists, GameNotFound, Known, StoreError
 
 
 class _Game:
@@ -92,11 +92,11 @@ class MemoryEventStore:
         return [Record(version, game.envelopes[version - 1]) for version in range(start + 1, stop + 1)]
 
     async def tail(
-        self, game_id: str, after: int, known: Known | None = None, held: Held | None = None
+        self, game_id: str, after: int, known: Known | None = None, current: Current | None = None
     ) -> AsyncIterator[list[Record]]:
         """Live batches of records after `after`, in order, without gap or duplicate, until cancelled.
 
-        `known` and `held` are not needed here: a batch in memory costs no round trip.
+        `known` and `current` are not needed here: a batch in memory costs no round trip.
         """
         last = after
 

@@ -64,7 +64,7 @@ class Appended(msgspec.Struct, frozen=True):
 # The caller's version of a game, awaited once its own appends in flight have landed.
 Known = Callable[[], Awaitable[int]]
 # The caller's version of a game now, without waiting.
-Held = Callable[[], int]
+Current = Callable[[], int]
 
 
 class EventStore(Protocol):
@@ -106,13 +106,13 @@ class EventStore(Protocol):
         """
 
     def tail(
-        self, game_id: str, after: int, known: Known | None = None, held: Held | None = None
+        self, game_id: str, after: int, known: Known | None = None, current: Current | None = None
     ) -> AsyncIterator[list[Record]]:
         """Live batches of records after `after`, in order, without gap or duplicate, until cancelled.
 
         `known`, when given, returns the caller's own version of the game (once its writes in flight
         have landed): an adapter may skip reading versions up to it, since the caller holds them.
-        `held`, when given, returns the caller's version now: an adapter may skip even waking up for
+        `current`, when given, returns the caller's version now: an adapter may skip even waking up for
         news of versions up to it.
         Raises: StoreUnavailable (from the iterator).
         """

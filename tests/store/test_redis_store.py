@@ -246,7 +246,7 @@ async def test_a_notice_of_a_version_the_caller_already_holds_wakes_nothing(own_
         batches: asyncio.Queue[list[Record]] = asyncio.Queue()
 
         async def follow() -> None:
-            async for batch in store.tail(game_id, 1, known=known, held=lambda: held):
+            async for batch in store.tail(game_id, 1, known=known, current=lambda: held):
                 batches.put_nowait(batch)
 
         task = asyncio.create_task(follow())

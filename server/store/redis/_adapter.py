@@ -24,9 +24,9 @@ from server.engine.envelope import Record
 from server.store import (
     Appended,
     ConcurrencyConflict,
+    Current,
     GameExists,
     GameNotFound,
-    Held,
     Known,
     StoreError,
     StoreUnavailable,
@@ -348,16 +348,16 @@ class RedisEventStore:
         return keys
 
     async def tail(
-        self, game_id: str, after: int, known: Known | None = None, held: Held | None = None
+        self, game_id: str, after: int, known: Known | None = None, current: Current | None = None
     ) -> AsyncIterator[list[Record]]:
         """Live batches of records after `after`, in order, without gap or duplicate, until cancelled.
 
         With `known`, versions up to what it returns are not read again (the caller has them already);
-        with `held`, a notice of a version up to what it returns wakes nothing (standalone Redis).
+        with `current`, a notice of a version up to what it returns wakes nothing (standalone Redis).
         Raises: StoreUnavailable (from the iterator; resume with a new tail after the last version).
         """
         if self._notifier is not None:
-            async for batch in self._notified(game_id, after, known, held, self._notifier):
+            async for batch in self._notified(game_id, after, known, current, self._notifier):
                 yield batch
             return
         key = events_key(game_id)
@@ -374,10 +374,10 @@ class RedisEventStore:
             yield batch
 
     async def _notified(
-        self, game_id: str, after: int, known: Known | None, held: Held | None, notifier: Notifier
+        self, game_id: str, after: int, known: Known | None, current: Current | None, notifier: Notifier
     ) -> AsyncIterator[list[Record]]:
         # Subscribed (and confirmed) before the first read: every later append is in a notice.
-        watch = await notifier.watch(appended_channel(game_id, self._db).encode(), held)
+        watch = await notifier.watch(appended_channel(game_id, self._db).encode(), current)
         try:
             last = after
             latest: int | None = None  # None: the first read, of what came before the subscription

@@ -20,21 +20,21 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from server.store import Held, StoreUnavailable
+from server.store import Current, StoreUnavailable
 
 
 class Watch:
     """The notices of one game's channel for one tail: the highest version notified, and a wake-up."""
 
-    __slots__ = ("channel", "latest", "error", "_changed", "_session", "_held")
+    __slots__ = ("channel", "latest", "error", "_changed", "_session", "_current")
 
-    def __init__(self, channel: bytes, session: _Session, held: Held | None = None) -> None:
+    def __init__(self, channel: bytes, session: _Session, current: Current | None = None) -> None:
         self.channel = channel
         self.latest = 0
         self.error: StoreUnavailable | None = None
         self._changed = asyncio.Event()
         self._session = session
-        self._held = held
+        self._current = current
 
     async def wait(self) -> int:
         """The highest version notified, once a notice arrived since the last call.
@@ -50,9 +50,9 @@ class Watch:
     def notify(self, version: int) -> None:
         if version > self.latest:
             self.latest = version
-        held = self._held
+        current = self._current
         # The node's own append, folded in before its notice came: the tail would wake to read nothing.
-        if held is not None and held() >= version:
+        if current is not None and current() >= version:
             return
         self._changed.set()
 
@@ -93,9 +93,9 @@ class _Session:
         self._spawn(self._read())
         self._spawn(self._beat())
 
-    async def join(self, channel: bytes, held: Held | None = None) -> Watch:
+    async def join(self, channel: bytes, current: Current | None = None) -> Watch:
         """A watch on `channel`, subscribed and confirmed by Redis."""
-        watch = Watch(channel, self, held)
+        watch = Watch(channel, self, current)
         watches = self.watches.get(channel)
         if watches is None:
             watches = self.watches[channel] = set()
@@ -234,13 +234,13 @@ class Notifier:
         self._session: _Session | None = None
         self._starting: asyncio.Lock | None = None
 
-    async def watch(self, channel: bytes, held: Held | None = None) -> Watch:
+    async def watch(self, channel: bytes, current: Current | None = None) -> Watch:
         """Subscribe to `channel`; the watch is live once this returns. Raises: StoreUnavailable.
 
-        With `held` (the watcher's version now), a notice of a version it holds wakes nothing.
+        With `current` (the watcher's version now), a notice of a version it holds wakes nothing.
         """
         session = await self._current()
-        return await session.join(channel, held)
+        return await session.join(channel, current)
 
     def subscribed(self) -> dict[bytes, int]:
         """Watches per subscribed channel (for tests and diagnostics)."""
