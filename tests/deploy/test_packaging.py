@@ -1,0 +1,33 @@
+"""The wheel installs the project's own packages, under names that cannot collide with other projects'."""
+
+from __future__ import annotations
+
+import tomllib
+from fnmatch import fnmatch
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _packages() -> set[str]:
+    """What setuptools' `packages.find` picks: every folder with an `__init__.py` matching an include."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    found = set()
+    for init in ROOT.rglob("__init__.py"):
+        name = ".".join(init.parent.relative_to(ROOT).parts)
+        if any(fnmatch(name, pattern) for pattern in config["include"]):
+            found.add(name)
+    return found
+
+
+def test_the_wheel_holds_the_server_the_rules_and_the_client_and_nothing_else() -> None:
+    top_level = {name.split(".")[0] for name in _packages()}
+    assert top_level == {"domain", "projections", "server", "orchestra_client"}
+
+
+def test_every_server_subpackage_is_in_the_wheel_and_its_pages_ship_with_it() -> None:
+    packages = _packages()
+    for sub in ("protocol", "engine", "store", "store.redis", "web", "ops", "compat"):
+        assert f"server.{sub}" in packages
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    assert data["server.web"] == ["static/*"] and any((ROOT / "server/web/static").iterdir())
