@@ -1,7 +1,7 @@
-"""What waits to be written to one connection: a bounded queue and the task that writes it.
+"""What waits to be written to one connection: a bounded queue and the one task that writes it.
 
-Frames come encoded (UTF-8 JSON text), shared by every recipient. Whoever puts a frame never waits: a
-writer task, started when a frame arrives and ended when the queue is empty, sends the queue in order.
+Frames come encoded (UTF-8 JSON text), shared by every recipient. Whoever puts a frame never waits: the
+connection's writer task, asleep while the queue is empty, wakes and sends everything queued, in order.
 A client that falls `limit` frames behind is closed (1013) instead of holding anyone else up.
 """
 
@@ -23,7 +23,7 @@ TOO_SLOW = 1013
 class Outbox:
     """One connection's bounded queue of frames and its writer."""
 
-    __slots__ = ("_send", "_close", "limit", "_on_drop", "_queue", "_task", "started", "closed")
+    __slots__ = ("_send", "_close", "limit", "_on_drop", "_queue", "_task", "_wake", "closed")
 
     def __init__(
         self,
@@ -36,7 +36,7 @@ class Outbox:
         self._on_drop = on_drop
         self._queue: deque[bytes] = deque()
         self._task: asyncio.Task[None] | None = None
-        self.started = False
+        self._wake: asyncio.Future[None] | None = None  # set while the writer sleeps on an empty queue
         self.closed = False
 
     def put(self, data: bytes) -> None:
@@ -49,14 +49,15 @@ class Outbox:
             self.shut(TOO_SLOW, "too slow to read")
             return
         self._queue.append(data)
-        if self.started and self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._drain())
+        wake = self._wake
+        if wake is not None:
+            self._wake = None
+            wake.set_result(None)
 
     def start(self) -> None:
         """Begin writing (the welcome and any history were sent before, directly)."""
-        self.started = True
-        if self._queue and self._task is None and not self.closed:
-            self._task = asyncio.get_running_loop().create_task(self._drain())
+        if self._task is None and not self.closed:
+            self._task = asyncio.get_running_loop().create_task(self._write())
 
     def shut(self, code: int, reason: str) -> None:
         """Stop writing and close the connection with `code`."""
@@ -77,18 +78,18 @@ class Outbox:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
 
-    async def _drain(self) -> None:
-        queue = self._queue
+    async def _write(self) -> None:
+        queue, loop = self._queue, asyncio.get_running_loop()
         try:
-            while queue:
-                await self._send(queue.popleft())
+            while not self.closed:
+                while queue:
+                    await self._send(queue.popleft())
+                self._wake = loop.create_future()
+                await self._wake
         except asyncio.CancelledError:
             raise
         except Exception:  # the peer went away mid-write; the receive loop sees the disconnect
             self.closed = True
-        finally:
-            if self._task is asyncio.current_task():
-                self._task = None
 
     async def _close_quietly(self, code: int, reason: str) -> None:
         with contextlib.suppress(Exception):

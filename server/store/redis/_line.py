@@ -39,6 +39,9 @@ class _Protocol(asyncio.Protocol):
         self.waiting: deque[asyncio.Future[Any]] = deque()
         self.lost = False
         self._reader = hiredis.Reader()
+        # Commands of one turn of the loop, written together when it ends: the appends of games whose
+        # commands arrived together reach Redis in one system call, and are read by it in one.
+        self._unsent: list[bytes] = []
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -69,8 +72,15 @@ class _Protocol(asyncio.Protocol):
             future.set_exception(rx.ConnectionError("redis: connection lost"))
             return future
         self.waiting.append(future)
-        self.transport.write(packed)
+        if not self._unsent:
+            asyncio.get_running_loop().call_soon(self._send)
+        self._unsent.append(packed)
         return future
+
+    def _send(self) -> None:
+        unsent, self._unsent = self._unsent, []
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(unsent[0] if len(unsent) == 1 else b"".join(unsent))
 
     def abort(self) -> None:
         if self.transport is not None:
