@@ -10,8 +10,8 @@ at a steady `--rate` of placements and records each command's round trip: first 
 then while these run at once:
 
 - silent: `--silent` connections that never say hello (closed 1008 after the hello timeout);
-- slow readers: spectators taking whole views with a tiny receive buffer that never read a busy game (closed 1013 once
-  their outgoing queue is full); their game is fed by players at just under the rate limit;
+- slow readers: spectators taking whole views with a tiny receive buffer that never read a busy game
+  (closed 1013 once their outgoing queue is full); their game is fed by players at just under the rate limit;
 - oversized: frames over the frame limit (`too_large`) and far over it (closed 1009);
 - nested: frames nested thousands deep within the limit (`bad_request`);
 - command flood: players sending as fast as they can (`rate_limited` past the burst);

@@ -79,8 +79,8 @@ class LoadConfig:
     arrival: str = "poisson"  # poisson | uniform
     duration: float = 10.0
     max_commands: int = 1_000_000
-    # hello's "view" (false: frames without the view; "patch": the changed spaces; "delta": their additions)
-    view: bool | str = True
+    # hello's "view" (false: frames without the view; "full": the whole view; "delta": what changed)
+    view: bool | str = "full"
     compression: bool = True  # offer permessage-deflate, as browsers and `websockets` do by default
     # The meter's websocket client: "light" (bench.light_client: lean, refuses compression if agreed to)
     # or "websockets" (the library's client, which can decompress).
@@ -110,16 +110,16 @@ _decode = msgspec.json.Decoder(Frame).decode
 # Where a frame's view begins: it follows the envelopes, and `"` inside a JSON string is escaped, so these
 # bytes can only be the frame's own key.
 # The hello's "view" for each --view choice of the benchmarks.
-VIEWS: dict[str, bool | str] = {"whole": True, "patch": "patch", "delta": "delta", "none": False}
-_VIEW_KEYS = (b',"view":', b',"view_patch":', b',"view_delta":')
+VIEWS: dict[str, bool | str] = {"whole": "full", "delta": "delta", "none": False}
+_VIEW_KEYS = (b',"view":', b',"view_delta":')
 
 
 def timed_part(frame: bytes) -> Frame:
-    """The fields of a frame the meter times, decoded without parsing the view (patch, delta) after them.
+    """The fields of a frame the meter times, decoded without parsing the view (whole, or a delta) after them.
 
     A whole view grows with the game (tens of KB); parsing it for each of a game's spectators cost the
     generator a core's fraction that then showed up as the server's latency on a 2-core machine. A view
-    patch or delta is smaller but comes as often.
+    delta is smaller but comes as often.
     """
     for key in _VIEW_KEYS:
         cut = frame.find(key)
@@ -563,7 +563,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-commands", type=int, default=1_000_000)
     parser.add_argument("--procs", type=int, default=1, help="generator processes (games split among them)")
     parser.add_argument("--no-view", action="store_true", help='hello with "view": false')
-    parser.add_argument("--patch", action="store_true", help='hello with "view": "patch"')
     parser.add_argument("--delta", action="store_true", help='hello with "view": "delta"')
     parser.add_argument("--no-compression", action="store_true", help="do not offer permessage-deflate")
     parser.add_argument(
@@ -588,7 +587,7 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         duration=args.duration,
         max_commands=args.max_commands,
         procs=args.procs,
-        view=False if args.no_view else "patch" if args.patch else "delta" if args.delta else True,
+        view=False if args.no_view else "delta" if args.delta else "full",
         compression=not args.no_compression,
         client=args.client,
         server_pid=args.server_pid,

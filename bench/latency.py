@@ -8,12 +8,11 @@ when the minimal pipeline is the slower, that is the rate of the rounds above, w
 A p99 over 10 s of a shared machine swings by 2-4x from run to run, so the open-loop runs alternate
 (`minimal, ours, minimal, ours, ...`, `--rounds` rounds) and the medians are compared.
 
-Ours runs three times per round: clients taking the whole view in every frame (protocol v1's default),
-clients taking view patches (the spaces that changed, whole), and clients taking view deltas (what was
-added to them: a frame whose size does not grow with the game). The minimal pipeline is the goal's
-baseline (frames with the envelopes only); it also runs once with `--views` (frames carrying a view as
-large as ours, one per command), which shows what the whole view's bytes cost the stack itself, apart
-from anything our server does.
+Ours runs twice per round: clients taking the whole view in every frame (`"view": "full"`), and clients
+taking view deltas (what changed: a frame whose size does not grow with the game, the default). The
+minimal pipeline is the goal's baseline (frames with the envelopes only); it also runs once with
+`--views` (frames carrying a view as large as ours, one per command), which shows what the whole
+view's bytes cost the stack itself, apart from anything our server does.
 """
 
 from __future__ import annotations
@@ -57,14 +56,11 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         say("max rate " + brief(runs["minimal_closed"]))
         rate = runs["minimal_closed"]["commands_per_s"] * args.fraction
         opened = LoadConfig(**{**base.__dict__, "mode": "open", "rate": rate, "arrival": "poisson"})
-        # Ours three times: clients taking the whole view in every frame (protocol v1's default), view
-        # patches (`"view": "patch"`) and view deltas (`"view": "delta"`).
-        patched = LoadConfig(**{**opened.__dict__, "view": "patch"})
+        # Ours twice: clients taking the whole view in every frame, and view deltas.
         delta = LoadConfig(**{**opened.__dict__, "view": "delta"})
         plan: dict[str, tuple[str, LoadConfig, tuple[str, ...]]] = {
             "minimal": ("minimal", opened, ()),
             "ours": ("ours", opened, ()),
-            "ours_patch": ("ours", patched, ()),
             "ours_delta": ("ours", delta, ()),
         }
         pairs: dict[str, list[dict[str, Any]]] = {name: [] for name in plan}
@@ -107,7 +103,6 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         # Whole views grow with their game: how long the games were when the run ended.
         "events_per_game_at_end": runs["ours"]["sent"] / base.games,
         "ours_frame_bytes_mean": runs["ours"]["spectator_frame_bytes_mean"],
-        "ours_patch_frame_bytes_mean": runs["ours_patch"]["spectator_frame_bytes_mean"],
         "ours_delta_frame_bytes_mean": runs["ours_delta"]["spectator_frame_bytes_mean"],
         "minimal_frame_bytes_mean": runs["minimal"]["spectator_frame_bytes_mean"],
         "minimal_views_frame_bytes_mean": runs["minimal_views"]["spectator_frame_bytes_mean"],
@@ -118,10 +113,6 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         ),
         "minimal_p99_ack_ms": runs["minimal"]["ack_ms"]["p99"],
         "ratio_p99_all_spectators": figure,
-        "ours_patch_p99_all_spectators_ms": runs["ours_patch"]["all_spectators_ms"]["p99"],
-        "ratio_p99_all_spectators_patch": ratio(
-            runs["ours_patch"]["all_spectators_ms"]["p99"], minimal["p99"]
-        ),
         "ours_delta_p99_all_spectators_ms": runs["ours_delta"]["all_spectators_ms"]["p99"],
         "ours_delta_p50_all_spectators_ms": runs["ours_delta"]["all_spectators_ms"]["p50"],
         "ratio_p99_all_spectators_delta": ratio(
@@ -131,7 +122,7 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         "minimal_cpu_us_per_command": runs["minimal"]["server"].get("cpu_us_per_command"),
         "p99_all_spectators_ms_by_round": {
             kind: [r["all_spectators_ms"]["p99"] for r in runs[f"{kind}_rounds"]]
-            for kind in ("minimal", "ours", "ours_patch", "ours_delta", "minimal_views")
+            for kind in ("minimal", "ours", "ours_delta", "minimal_views")
         },
         "median_of_round_ratios_delta": statistics.median(
             ratio(o["all_spectators_ms"]["p99"], m["all_spectators_ms"]["p99"])
@@ -157,9 +148,6 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         },
         "goal": f"ours p99 command-to-every-spectator <= {GOAL}x the minimal pipeline's",
         "goal_met": 0 < figure <= GOAL,
-        "goal_met_with_patches": 0
-        < ratio(runs["ours_patch"]["all_spectators_ms"]["p99"], minimal["p99"])
-        <= GOAL,
         "goal_met_with_deltas": 0
         < ratio(runs["ours_delta"]["all_spectators_ms"]["p99"], minimal["p99"])
         <= GOAL,
@@ -171,9 +159,7 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     )
     print(
         f"latency at {rate:.0f}/s: p99 all spectators ours {ours['p99']:.2f} ms, minimal "
-        f"{minimal['p99']:.2f} ms, ratio {figure:.2f}; with view patches "
-        f"{summary['ours_patch_p99_all_spectators_ms']:.2f} ms, ratio "
-        f"{summary['ratio_p99_all_spectators_patch']:.2f}; with view deltas "
+        f"{minimal['p99']:.2f} ms, ratio {figure:.2f}; with view deltas "
         f"{summary['ours_delta_p99_all_spectators_ms']:.2f} ms, ratio "
         f"{summary['ratio_p99_all_spectators_delta']:.2f} (goal <= {GOAL}); whole views against the "
         f"minimal pipeline sending views as large: "

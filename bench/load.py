@@ -85,7 +85,7 @@ class Frame(msgspec.Struct):
 
 
 _decode = msgspec.json.Decoder(Frame).decode
-_VIEW_KEYS = (b',"view":', b',"view_patch":', b',"view_delta":')
+_VIEW_KEYS = (b',"view":', b',"view_delta":')
 
 
 def envelopes_of(frame: bytes) -> Frame:

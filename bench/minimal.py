@@ -45,7 +45,8 @@ class Hello(msgspec.Struct):
     type: str
     token: str | None = None
     since: int | None = None
-    view: bool = True
+    # Ignored (frames carry a view only with --views); read as any of the values ours takes.
+    view: bool | str = True
 
 
 class Place(msgspec.Struct):

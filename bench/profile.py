@@ -5,7 +5,7 @@ spectators), or open loop at `--open-rate` commands/s; the server: ours, or `--s
 both can be profiled at the same offered load.
 
     python -m bench profile [--duration 15] [--rate 100] [--server minimal] [--open-rate 1150]
-                            [--view whole|patch|delta|none]
+                            [--view whole|delta|none]
 
 Writes bench/results/profile*.json (the top entries) and profile*.txt (py-spy's raw folded stacks:
 `flamegraph.pl profile.txt > profile.svg`, or speedscope, draws them). py-spy samples with

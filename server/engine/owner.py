@@ -140,7 +140,8 @@ class LiveGame:
         self.followers: list[Follower] = []
         self._waiting: list[Submission] = []
         self._worker: asyncio.Task[None] | None = None
-        self._round_end: asyncio.Future[None] | None = None  # done when the round in flight is over
+        self._in_round = False
+        self._round_end: asyncio.Future[None] | None = None  # made when asked for: done as the round ends
         self._news: list[Record] = []  # from the tail while a round was in flight
         self._behind = False  # the stream holds versions this node has not folded
         self._tail: asyncio.Task[None] | None = None
@@ -188,7 +189,7 @@ class LiveGame:
             self._worker = None
 
     async def _round_guarded(self, batch: list[Submission]) -> None:
-        self._round_end = asyncio.get_running_loop().create_future()
+        self._in_round = True
         try:
             await self._round(batch)
         except asyncio.CancelledError:
@@ -203,8 +204,10 @@ class LiveGame:
                 submission.answer(error)
             self._behind = True
         finally:
-            self._round_end.set_result(None)
-            self._round_end = None
+            self._in_round = False
+            if self._round_end is not None:
+                self._round_end.set_result(None)
+                self._round_end = None
 
     async def _round(self, batch: list[Submission]) -> None:
         plans, refused = self._decide([s for s in batch if not s.answered])
@@ -440,7 +443,9 @@ class LiveGame:
     async def _known(self) -> int:
         # This node's own appends reach the fold without the tail: once the round in flight is over, a
         # notice of them needs no read. (Only that round: a busy game always has one.)
-        if self._round_end is not None:
+        if self._in_round:
+            if self._round_end is None:
+                self._round_end = asyncio.get_running_loop().create_future()
             await asyncio.shield(self._round_end)
         return self.version
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Annotated, Literal
 
@@ -148,6 +149,7 @@ async def get_events(request: Request) -> Response:
     async def lines() -> AsyncIterator[bytes]:
         for start in range(0, len(records), 500):
             yield b"".join(r.data + b"\n" for r in records[start : start + 500])
+            await asyncio.sleep(0)  # a long history goes out in slices that other games' work runs between
 
     return StreamingResponse(lines(), media_type="application/x-ndjson")
 

@@ -34,6 +34,9 @@ from server.web.context import Context
 
 log = logging.getLogger(__name__)
 
+# Versions of history read from the store at a time for a client resuming with `since`.
+HISTORY_WINDOW = 1000
+
 
 async def game_socket(websocket: WebSocket) -> None:
     """Serve one client of one game from hello to disconnect."""
@@ -118,9 +121,18 @@ async def _carry_out(
         elif isinstance(action, Close):
             await _close(websocket, action.code, action.reason)
         elif isinstance(action, ReadHistory):
-            records = await ctx.games.history(game_id, action.after, action.until)
-            for frame in session.history([r.data for r in records]):
-                await websocket.send_text(frame.data.decode())
+            # A window at a time, yielding between frames: a long history is read and sent in slices
+            # that other games' commands run between, never in one block.
+            after = action.after
+            while after < action.until:
+                until = min(after + HISTORY_WINDOW, action.until)
+                records = await ctx.games.history(game_id, after, until)
+                for frame in session.history([r.data for r in records]):
+                    await websocket.send_text(frame.data.decode())
+                    await asyncio.sleep(0)
+                if not records:
+                    break
+                after = records[-1].version
 
 
 async def _serve(
