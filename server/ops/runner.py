@@ -27,8 +27,8 @@ def uvicorn_server(settings: Settings, graceful_seconds: int = 5) -> uvicorn.Ser
         # ones are cut off by the protocol layer itself (close 1009) before they are buffered whole.
         ws_max_size=max(4 * settings.max_frame_bytes, 64 * 1024),
         # permessage-deflate compresses every frame once per connection, which undoes "encode once for
-        # all recipients": measured at half the server's CPU and +48 KiB per idle connection. Off unless
-        # asked for (ORCHESTRA_WS_COMPRESSION=true), for clients on slow links.
+        # all recipients" and holds a compressor per connection. Off unless asked for
+        # (ORCHESTRA_WS_COMPRESSION=true), for clients on slow links.
         ws_per_message_deflate=settings.ws_compression,
         lifespan="on",
         log_config=None,

@@ -112,7 +112,7 @@ class ScriptLine:
         A connection found lost is made again and the call sent once more, as redis-py's single retry
         does: the store's scripts are idempotent per command key, so a repeat returns the first outcome.
         The bound is a timer on the call's future, not `asyncio.timeout` (a context manager and a task
-        lookup per call, some 4 us): on expiry the call fails and the connection is dropped.
+        lookup per call): on expiry the call fails and the connection is dropped.
         Raises: redis-py's exceptions (ResponseError and its kinds for error replies, ConnectionError,
         TimeoutError).
         """
