@@ -10,6 +10,7 @@
     python -m bench store [--quick]           our Redis store vs eventsourcing's recorders, 3 runs
     python -m bench profile [--quick]         py-spy on our server under the throughput load
     python -m bench pipeline [--quick]        the command path's CPU without sockets
+    python -m bench writer [--quick]          the table workload with and without the direct frame writer
     python -m bench plot [--quick]            docs/*.png from the results of load and scaling
     python -m bench generator --start ours --games 20 --players 3 --spectators 5 --duration 10
                                               the generic load generator the others drive
@@ -34,6 +35,7 @@ BENCHMARKS = {
     "store": "bench.peer",
     "profile": "bench.profile",
     "pipeline": "bench.pipeline",
+    "writer": "bench.writer",
     "plot": "bench.plot",
     "generator": "bench.generator",
 }

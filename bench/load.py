@@ -451,10 +451,15 @@ def seed(redis: RedisServer, long_events: int, cold_games: int, cold_events: int
 
 
 def one_run(
-    kind: str, redis: RedisServer, config: TableConfig, seeded: dict[str, Any] | None = None
+    kind: str,
+    redis: RedisServer,
+    config: TableConfig,
+    seeded: dict[str, Any] | None = None,
+    env: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Start server `kind` on `redis`, run the tables (with interference when `seeded`), stop it."""
-    with ServerProcess(kind, redis.url) as server:
+    """Start server `kind` on `redis` (with `env` added), run the tables (with interference when
+    `seeded`), stop it."""
+    with ServerProcess(kind, redis.url, env=env) as server:
         run_config = TableConfig(**{**asdict(config), "url": server.url, "server_pid": server.pid})
         run_config.redis_pid = redis.pid
         child = queue = None

@@ -65,10 +65,19 @@ class _Events(msgspec.Struct, tag="events", tag_field="type"):
 def _writer() -> tuple[list[int], Any]:
     written = [0]
 
-    async def send(data: bytes) -> None:
+    def write(data: bytes) -> None:
         written[0] += 1
 
-    return written, send
+    return written, write
+
+
+def _sender() -> tuple[list[int], Any]:
+    sent = [0]
+
+    async def send(data: bytes) -> None:
+        sent[0] += 1
+
+    return sent, send
 
 
 async def _nothing(*_: object) -> None:
@@ -77,7 +86,7 @@ async def _nothing(*_: object) -> None:
 
 async def _ours(events: int, commands: int, rounds: int) -> tuple[list[float], int]:
     service = Games(MemoryEventStore(), max_placements=10_000_000, max_live_games=1_000_000)
-    written, send = _writer()
+    written, send = _sender()
     games = [(await service.create(["A", "B", "C"])).game_id for _ in range(GAMES)]
     for game_id in games:
         game = await service.get(game_id)

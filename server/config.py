@@ -40,6 +40,9 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     log_level: str = "info"
     # permessage-deflate on websockets: saves bandwidth on slow links, costs CPU per recipient per frame.
     ws_compression: bool = False
+    # Frames shared by a game's clients framed once and written straight to each socket (see
+    # server.compat.uvicorn); false sends every frame through ASGI, should a uvicorn upgrade break it.
+    ws_shared_frames: bool = True
     # Test only: a named failpoint to trigger (for example "exit_after_append").
     failpoint: str | None = None
 

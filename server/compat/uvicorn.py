@@ -1,15 +1,45 @@
-"""uvicorn: nothing private is used; what the server relies on is checked here.
+"""uvicorn: the sans-I/O websocket protocol, with a direct write for frames that many clients share.
 
-The server runs uvicorn's sans-I/O websockets implementation by its public name (`ws="websockets-sansio"`).
+The one private use of uvicorn, kept because it buys the table workload more than 10% (server CPU per
+command and throughput, `python -m bench writer`): `SharedFrameProtocol` subclasses uvicorn's
+`WebSocketsSansIOProtocol` and reads its connection state. `missing()` lists what of that the installed
+uvicorn lacks (tests/compat fails on it), and `ORCHESTRA_WS_SHARED_FRAMES=false` runs plain
+`ws="websockets-sansio"` instead.
+
+A game's every frame goes to each of its clients. Through ASGI, each send builds a message, passes two
+coroutines, encodes the text to UTF-8 again and serializes the frame again. Without compression, a
+server's text frame is the same bytes for every client (no mask, no per-connection state), so it is
+framed once and written to each transport as it is: what the websockets library's own `broadcast()`
+does. Frames come as the UTF-8 bytes msgspec encoded: the text is never decoded to `str` and encoded
+again on this path.
+
+The app finds the writer in its scope (`shared_writer(scope)`), which takes the frame's text as UTF-8
+bytes (the caller vouches for the encoding). It takes a frame only while the connection is open, not
+paused by a full buffer and not compressing, and says whether it did; otherwise the caller sends
+through ASGI as usual, which waits, refuses or compresses as it must. Frames taken in one turn of the
+loop are written together when the turn ends (see `_Corks`), so a command's answer and its game's frame
+reach its sender in one system call, before anything the connection sends through ASGI afterwards.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable, Mapping
+from typing import Any
+
 import uvicorn.config
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+from websockets.http11 import Request
+from websockets.protocol import State
 
 from server.compat import installed
 
 WS_IMPLEMENTATION = "websockets-sansio"
+SHARED_TEXT = "orchestra.shared_text"
+# What SharedFrameProtocol reads of uvicorn's protocol from its start (the handshake's `response` and
+# `scope` are read as it completes: tests/compat's live connections cover them), and what it overrides.
+_RELIED_ON = ("conn", "writable", "close_sent", "disconnected", "transport")
+_OVERRIDDEN = ("handle_connect", "send")
 
 
 def missing() -> list[str]:
@@ -20,4 +50,152 @@ def missing() -> list[str]:
             f"uvicorn {installed('uvicorn')} has no ws={WS_IMPLEMENTATION!r} implementation "
             f"(it has {sorted(uvicorn.config.WS_PROTOCOLS)})"
         )
+    for name in _OVERRIDDEN:
+        if not callable(getattr(WebSocketsSansIOProtocol, name, None)):
+            found.append(f"uvicorn {installed('uvicorn')}: WebSocketsSansIOProtocol has no {name}()")
     return found
+
+
+def missing_state(protocol: object) -> list[str]:
+    """The attributes of a live protocol instance that SharedFrameProtocol reads and it lacks."""
+    return [
+        f"uvicorn {installed('uvicorn')}: WebSocketsSansIOProtocol has no attribute {name!r}"
+        for name in _RELIED_ON
+        if not hasattr(protocol, name)
+    ]
+
+
+def shared_writer(scope: Mapping[str, Any]) -> Callable[[bytes], bool] | None:
+    """The connection's direct writer of shared text frames, when the server offers one."""
+    offered = scope.get("extensions", {}).get(SHARED_TEXT)
+    write = offered.get("write") if isinstance(offered, dict) else None
+    return write if callable(write) else None
+
+
+_FIN_TEXT = 0x81  # FIN set, no reserved bits (no extension), opcode 1 (text)
+
+
+class _LastFrame:
+    """The last text framed, with its frame: a batch's frame is framed once for all its recipients."""
+
+    __slots__ = ("pair",)
+
+    def __init__(self) -> None:
+        # Not (b"", ...): the empty bytes is one object, and it too must be framed.
+        self.pair: tuple[bytes | None, bytes] = (None, b"")
+
+    def framed(self, data: bytes) -> bytes:
+        pair = self.pair  # read once: one tuple, swapped whole
+        if pair[0] is data:
+            return pair[1]
+        # RFC 6455 section 5.2, for a server (no mask): the length in 7 bits, or 126 and 16 bits, or 127
+        # and 64 bits, big-endian.
+        size = len(data)
+        if size < 126:
+            header = bytes((_FIN_TEXT, size))
+        elif size < 1 << 16:
+            header = bytes((_FIN_TEXT, 126)) + size.to_bytes(2, "big")
+        else:
+            header = bytes((_FIN_TEXT, 127)) + size.to_bytes(8, "big")
+        frame = header + data
+        self.pair = (data, frame)
+        return frame
+
+
+_last = _LastFrame()
+
+
+def framed(data: bytes) -> bytes:
+    """UTF-8 `data` as a server's unmasked, uncompressed, final text frame (the same for every client)."""
+    return _last.framed(data)
+
+
+class _Corks:
+    """The connections with frames written during this turn of the loop, sent together when it ends.
+
+    A command's sender gets its `accepted` answer and then its game's `events` frame in the same turn:
+    corked, the two go out in one system call instead of two, and so does whatever else a connection
+    gets in one turn (a burst's frames). The flush is one callback per turn, for every connection.
+    """
+
+    __slots__ = ("waiting", "loop")
+
+    def __init__(self) -> None:
+        self.waiting: list[SharedFrameProtocol] = []
+        self.loop: asyncio.AbstractEventLoop | None = None  # the loop a flush is scheduled on, if any
+
+    def add(self, protocol: SharedFrameProtocol) -> None:
+        waiting = self.waiting
+        waiting.append(protocol)
+        # The turn's first: schedule the flush. (Only then: on Python 3.11 asking for the running loop
+        # is a getpid() system call.) A flush left on a loop that has since closed (tests run many) is
+        # scheduled again on this one.
+        if len(waiting) == 1 or self.loop is None or self.loop.is_closed():
+            self.loop = asyncio.get_running_loop()
+            self.loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        waiting, self.waiting, self.loop = self.waiting, [], None
+        for protocol in waiting:
+            protocol.uncork()
+
+
+_corks = _Corks()
+# Past this many bytes corked for one connection, write now: memory stays bounded, and a full socket
+# buffer is seen (the writer pauses) before more is taken.
+CORK_BYTES = 64 * 1024
+
+
+class SharedFrameProtocol(WebSocketsSansIOProtocol):
+    """The sans-I/O protocol, offering the app `write` for text frames (see the module's docstring)."""
+
+    _corked: list[bytes] | None = None
+    _corked_bytes = 0
+
+    def handle_connect(self, event: Request) -> None:
+        super().handle_connect(event)
+        if self.response.status_code == 101:  # refused handshakes never reach the app
+            self.scope["extensions"][SHARED_TEXT] = {"write": self.write_text}
+
+    def write_text(self, data: bytes) -> bool:
+        """Write UTF-8 text `data` as one frame (at the end of this turn of the loop, with any other
+        frames of the turn) if the connection is plainly open; False if it is not."""
+        conn = self.conn
+        if (
+            self.close_sent
+            or self.disconnected
+            or not self.writable.is_set()
+            or conn.state is not State.OPEN
+            or conn.extensions
+            or conn.expect_continuation_frame
+            or self.transport.is_closing()
+        ):
+            self.uncork()  # what was taken goes first: the caller sends this frame through ASGI next
+            return False
+        frame = _last.framed(data)
+        corked = self._corked
+        if corked is None:
+            self._corked = [frame]
+            self._corked_bytes = len(frame)
+            _corks.add(self)
+        else:
+            corked.append(frame)
+            self._corked_bytes += len(frame)
+        if self._corked_bytes > CORK_BYTES:
+            self.uncork()
+        return True
+
+    def uncork(self) -> None:
+        """Write the frames corked so far, in one call."""
+        frames, self._corked = self._corked, None
+        if not frames or self.transport.is_closing():
+            return
+        if len(frames) == 1:
+            self.transport.write(frames[0])
+        else:
+            self.transport.writelines(frames)
+
+    async def send(self, message: Any) -> None:
+        # Through ASGI (a welcome, a refusal, a close): after what this connection has corked, in order.
+        self.uncork()
+        await super().send(message)

@@ -2,7 +2,9 @@
 
 Frames come encoded (UTF-8 JSON text), shared by every recipient. Whoever puts a frame never waits: the
 connection's writer task, asleep while the queue is empty, wakes and sends everything queued, in order.
-A client that falls `limit` frames behind is closed (1013) instead of holding anyone else up.
+While the writer sleeps, a frame goes straight to the socket instead when the server offers a direct
+write (`server.compat.uvicorn`) and the connection takes it. A client that falls `limit` frames behind is
+closed (1013) instead of holding anyone else up.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from collections.abc import Awaitable, Callable
 Send = Callable[[bytes], Awaitable[None]]
 # Closes the connection with a code and reason.
 Close = Callable[[int, str], Awaitable[None]]
+# Writes a frame at once, bypassing ASGI, when the connection allows it; False when it does not.
+Write = Callable[[bytes], bool]
 
 TOO_SLOW = 1013
 
@@ -23,7 +27,7 @@ TOO_SLOW = 1013
 class Outbox:
     """One connection's bounded queue of frames and its writer."""
 
-    __slots__ = ("_send", "_close", "limit", "_on_drop", "_queue", "_task", "_wake", "closed")
+    __slots__ = ("_send", "_close", "limit", "_on_drop", "_write", "_queue", "_task", "_wake", "closed")
 
     def __init__(
         self,
@@ -31,18 +35,23 @@ class Outbox:
         close: Close,
         limit: int,
         on_drop: Callable[[], None] | None = None,
+        write: Write | None = None,
     ) -> None:
         self._send, self._close, self.limit = send, close, limit
         self._on_drop = on_drop
+        self._write = write
         self._queue: deque[bytes] = deque()
         self._task: asyncio.Task[None] | None = None
         self._wake: asyncio.Future[None] | None = None  # set while the writer sleeps on an empty queue
         self.closed = False
 
     def put(self, data: bytes) -> None:
-        """Queue a frame for writing; past the limit, close the connection instead."""
+        """Write a frame now if nothing waits before it and the connection takes it, else queue it; past
+        the limit, close the connection instead."""
         if self.closed:
             return
+        if self._wake is not None and self._write is not None and self._write(data):
+            return  # the writer sleeps on an empty queue: nothing goes before this frame
         if len(self._queue) >= self.limit:
             if self._on_drop is not None:
                 self._on_drop()
@@ -57,7 +66,7 @@ class Outbox:
     def start(self) -> None:
         """Begin writing (the welcome and any history were sent before, directly)."""
         if self._task is None and not self.closed:
-            self._task = asyncio.get_running_loop().create_task(self._write())
+            self._task = asyncio.get_running_loop().create_task(self._drain())
 
     def shut(self, code: int, reason: str) -> None:
         """Stop writing and close the connection with `code`."""
@@ -78,7 +87,7 @@ class Outbox:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
 
-    async def _write(self) -> None:
+    async def _drain(self) -> None:
         queue, loop = self._queue, asyncio.get_running_loop()
         try:
             while not self.closed:

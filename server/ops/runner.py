@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 import uvicorn
 
-from server.compat.uvicorn import WS_IMPLEMENTATION
+from server.compat.uvicorn import WS_IMPLEMENTATION, SharedFrameProtocol
 from server.config import Settings
 from server.web.app import create_app
 
@@ -21,8 +21,9 @@ def uvicorn_server(settings: Settings, graceful_seconds: int = 5) -> uvicorn.Ser
         create_app(settings),
         host=settings.host,
         port=settings.port,
-        # The sans-I/O websockets implementation costs the least per message of uvicorn's three.
-        ws=WS_IMPLEMENTATION,
+        # The sans-I/O websockets implementation costs the least per message of uvicorn's three; ours
+        # adds a direct write of frames shared by many clients (server.compat.uvicorn).
+        ws=SharedFrameProtocol if settings.ws_shared_frames else WS_IMPLEMENTATION,
         # Frames up to the limit are read and, when too large, refused politely (too_large); far larger
         # ones are cut off by the protocol layer itself (close 1009) before they are buffered whole.
         ws_max_size=max(4 * settings.max_frame_bytes, 64 * 1024),

@@ -15,6 +15,7 @@ import time
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from domain import Rejected
+from server.compat.uvicorn import shared_writer
 from server.engine.outbox import Outbox
 from server.engine.owner import Command, Follower, LiveGame, Outcome
 from server.protocol.session import (
@@ -91,6 +92,7 @@ async def game_socket(websocket: WebSocket) -> None:
         lambda code, reason: _close(websocket, code, reason),
         settings.queue_limit,
         ctx.metrics.drops.inc,
+        write=shared_writer(websocket.scope),
     )
     follower = Follower(outbox, session.view)
     game.follow(follower)

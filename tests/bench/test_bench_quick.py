@@ -22,7 +22,7 @@ from server.ops.embedded_redis import find_redis_server
 
 ROOT = Path(__file__).resolve().parents[2]
 # The pipeline first: with valgrind it also counts instructions under callgrind, the longest of them.
-NAMES = ["pipeline", "throughput", "latency", "fanout", "replay", "memory", "scaling", "store"]
+NAMES = ["pipeline", "throughput", "latency", "fanout", "replay", "memory", "scaling", "store", "writer"]
 EXTRA_ARGS = {"pipeline": ["--callgrind"]} if shutil.which("valgrind") else {}
 PARALLEL = 3
 TIMEOUT = 150.0
@@ -187,6 +187,19 @@ def test_pipeline_counts_instructions_per_command_under_callgrind(results: dict[
         pytest.skip("valgrind is not installed (Debian: apt-get install valgrind)")
     counted = results["pipeline"]["summary"]["ours_instructions_per_command"]
     assert isinstance(counted, int) and counted > 10_000  # a command is tens of thousands of instructions
+
+
+def test_writer(results: dict[str, dict[str, Any]]) -> None:
+    result = results["writer"]
+    _common(result, "writer")
+    (pair,) = result["pairs"]
+    for mode in ("direct", "asgi"):
+        run = pair[mode]
+        assert run["accepted"] > 0 and run["errors"] == {} and run["incomplete"] == 0
+        assert _positive(run["commands_per_s"]) and _positive(run["cpu_us_per_command"])
+    summary = result["summary"]
+    assert all(_positive(summary[key]) for key in ("throughput", "cpu_per_command", "p99"))
+    assert isinstance(summary["buys_more_than_10_percent"], bool)
 
 
 def test_store(results: dict[str, dict[str, Any]]) -> None:
