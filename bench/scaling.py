@@ -6,9 +6,9 @@ service (`Games.handle` on the in-memory store: decide, envelope, hash, fold), w
 frame's whole view or its view delta, each as the median over a few hundred commands on a long game
 against the same on a fresh game.
 
-`--view` sets what ours' clients ask for in live frames (`whole`, v1's default; `delta` writes
-`scaling_delta.json`): in a closed loop a single game grows by thousands of events in seconds, and its
-whole view with it, so at 1 game the default measures mostly the view's bytes.
+`--view` sets what ours' clients ask for in live frames (`delta`, the default hello's; `whole` writes
+`scaling_whole.json`): in a closed loop a single game grows by thousands of events in seconds, and its
+whole view with it, so at 1 game `whole` measures mostly the view's bytes.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--duration", type=float, default=5.0)
     parser.add_argument("--long-game", type=int, default=10_000, help="events of the long game")
     parser.add_argument(
-        "--view", choices=list(VIEWS), default="whole", help="what ours' clients ask for in live frames"
+        "--view", choices=list(VIEWS), default="delta", help="what ours' clients ask for in live frames"
     )
 
 
@@ -124,7 +124,7 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         "ours_view": args.view,
     }
     path = write_result(
-        "scaling" if args.view == "whole" else f"scaling_{args.view}",
+        "scaling" if args.view == "delta" else f"scaling_{args.view}",
         {
             "quick": args.quick,
             "summary": summary,
