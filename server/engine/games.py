@@ -21,7 +21,7 @@ from server.clock import utc_now
 from server.engine import envelope
 from server.engine.envelope import Record
 from server.engine.folded import SPACES_CACHE_BYTES, FoldedGame, GapError
-from server.engine.owner import Command, GameRules, LiveGame, Outcome
+from server.engine.owner import Command, LiveGame, Node, Outcome
 from server.metrics import Metrics
 from server.store import EventStore, StoreUnavailable, UnreadableGame
 
@@ -66,7 +66,7 @@ class Games:
         self.max_placements = max_placements
         self.max_live_games = max_live_games
         self.view_cache_bytes = view_cache_bytes
-        self.rules = GameRules(
+        self.node = Node(
             store, clock, self.metrics, retries=retries, command_timeout=command_timeout, failpoint=failpoint
         )
         self._games: OrderedDict[str, LiveGame] = OrderedDict()
@@ -101,7 +101,7 @@ class Games:
         if watch is not None:
             credentials[auth.WATCH] = auth.digest(watch)
         command_id = f"create:{auth.new_token()[:16]}"
-        _, data, _ = envelope.seal(game_id, 0, envelope.GENESIS, self.rules.clock(), command_id, None, events)
+        _, data, _ = envelope.seal(game_id, 0, envelope.GENESIS, self.node.clock(), command_id, None, events)
         await self.store.create(game_id, data[0], credentials)
         log.info("game created", extra={"game_id": game_id, "version": 1, "count": len(players)})
         seats = [
@@ -141,7 +141,7 @@ class Games:
             folded = FoldedGame(game_id, self.view_cache_bytes)
             records = await self.store.read(game_id)
             _fold(folded, records)
-            game = None if folded.version == 0 else LiveGame(folded, self.rules)
+            game = None if folded.version == 0 else LiveGame(folded, self.node)
             if game is not None:
                 self._games[game_id] = game
                 self._evict()

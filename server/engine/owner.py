@@ -111,7 +111,7 @@ class _Plan:
         )
 
 
-class GameRules:
+class Node:
     """What every live game of a node shares: its store, clock, limits and metrics."""
 
     def __init__(
@@ -133,10 +133,10 @@ class GameRules:
 class LiveGame:
     """One game on this node: decides, appends, answers, folds and fans out its commands."""
 
-    def __init__(self, folded: FoldedGame, shared: GameRules) -> None:
+    def __init__(self, folded: FoldedGame, node: Node) -> None:
         self.game_id = folded.game_id
         self.folded = folded
-        self._shared = shared
+        self._node = node
         self.followers: list[Follower] = []
         self._waiting: list[Submission] = []
         self._worker: asyncio.Task[None] | None = None
@@ -168,7 +168,7 @@ class LiveGame:
             return submission
         loop = asyncio.get_running_loop()
         # A timer, not asyncio.timeout: no task or context manager per command.
-        submission.timer = loop.call_later(self._shared.command_timeout, submission.expire)
+        submission.timer = loop.call_later(self._node.command_timeout, submission.expire)
         self._waiting.append(submission)
         if self._worker is None:
             self._worker = loop.create_task(self._work())
@@ -212,7 +212,7 @@ class LiveGame:
     async def _round(self, batch: list[Submission]) -> None:
         plans, refused = self._decide([s for s in batch if not s.answered])
         results = await self._append(plans)
-        if plans and self._shared.failpoint == "exit_after_append":
+        if plans and self._node.failpoint == "exit_after_append":
             os._exit(3)  # a crash between the append and the broadcast, for reliability tests
 
         accepted: list[_Plan] = []
@@ -259,7 +259,7 @@ class LiveGame:
             else:
                 # The id is checked before the command is decided: an accepted id keeps its first answer.
                 try:
-                    prior = await self._shared.store.outcome(self.game_id, submission.key)
+                    prior = await self._node.store.outcome(self.game_id, submission.key)
                 except StoreError as error:
                     submission.answer(error)
                     continue
@@ -273,7 +273,7 @@ class LiveGame:
         """Decide each command on the state the ones before it leave."""
         folded = self.folded
         state, version, head = folded.board.game, folded.version, folded.head
-        at = self._shared.clock()
+        at = self._node.clock()
         plans: list[_Plan] = []
         refused: list[tuple[Submission, Rejected]] = []
         for submission in batch:
@@ -296,7 +296,7 @@ class LiveGame:
         """Append the plans in one store call; each gets its own result."""
         if not plans:
             return []
-        store = self._shared.store
+        store = self._node.store
         if len(plans) == 1:
             plan = plans[0]
             try:
@@ -308,7 +308,7 @@ class LiveGame:
     async def _answer_from_store(self, submission: Submission, prior: Appended) -> None:
         """The answer an accepted command got, read back from the store."""
         try:
-            records = await self._shared.store.read(self.game_id, prior.first - 1, prior.last)
+            records = await self._node.store.read(self.game_id, prior.first - 1, prior.last)
         except StoreError as exc:
             submission.answer(exc)
             return
@@ -319,7 +319,7 @@ class LiveGame:
         keep: list[Submission] = []
         for submission in again:
             submission.attempts += 1
-            if submission.attempts > self._shared.retries:
+            if submission.attempts > self._node.retries:
                 message = f"game {self.game_id}: too many concurrent writers, retry with the same id"
                 submission.answer(StoreUnavailable(message))
             else:
@@ -334,7 +334,7 @@ class LiveGame:
         Raises: StoreUnavailable, UnreadableGame.
         """
         # Reading from the last known version itself (not after it) tells a quiet game from a deleted one.
-        records = await self._shared.store.read(self.game_id, max(0, self.version - 1))
+        records = await self._node.store.read(self.game_id, max(0, self.version - 1))
         if not records and self.version > 0:
             self.gone = True
             return False
@@ -353,7 +353,7 @@ class LiveGame:
                 self._waiting = []
         except StoreError:
             # Decided on what this node holds, a command gets a conflict and another catch-up.
-            self._shared.metrics.redis_errors.inc()
+            self._node.metrics.redis_errors.inc()
 
     def _take(self, records: Sequence[Record], strict: bool = False) -> None:
         """Fold records from the stream and fan out the new ones; a gap makes the worker read first."""
@@ -416,9 +416,9 @@ class LiveGame:
 
     async def _follow_stream(self) -> None:
         """Hand what other nodes append to the fold, for as long as the game is followed."""
-        shared = self._shared
+        node = self._node
         while True:
-            stream = shared.store.tail(self.game_id, self.version, known=self._known, current=self._current)
+            stream = node.store.tail(self.game_id, self.version, known=self._known, current=self._current)
             try:
                 async for records in stream:
                     if self._worker is not None:
@@ -428,12 +428,12 @@ class LiveGame:
             except asyncio.CancelledError:
                 raise
             except StoreError as exc:
-                shared.metrics.redis_errors.inc()
+                node.metrics.redis_errors.inc()
                 log.warning("tail interrupted, retrying", extra={"game_id": self.game_id, "error": str(exc)})
-                await asyncio.sleep(shared.retry_delay)
+                await asyncio.sleep(node.retry_delay)
             except Exception:
                 log.exception("tail failed, retrying", extra={"game_id": self.game_id})
-                await asyncio.sleep(shared.retry_delay)
+                await asyncio.sleep(node.retry_delay)
             finally:
                 closing = getattr(stream, "aclose", None)
                 if closing is not None:
@@ -455,7 +455,7 @@ class LiveGame:
     def _observe_lag(self) -> None:
         with contextlib.suppress(ValueError):
             written = datetime.fromisoformat(self.folded.last_at.replace("Z", "+00:00"))
-            self._shared.metrics.tail_lag.set(max(0.0, (datetime.now(UTC) - written).total_seconds()))
+            self._node.metrics.tail_lag.set(max(0.0, (datetime.now(UTC) - written).total_seconds()))
 
     async def close(self) -> None:
         """Stop the tail and the worker; commands still waiting are answered unavailable."""
