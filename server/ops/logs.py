@@ -69,4 +69,8 @@ def setup(level: str = "info", stream: Any = None) -> None:
         logger = logging.getLogger(name)
         logger.handlers[:] = []
         logger.propagate = True
+    # At debug, uvicorn and websockets log every frame's text, a hello's token with it: theirs stay at
+    # info whatever the server's level, so that no level writes a token.
+    for name in ("uvicorn", "websockets"):
+        logging.getLogger(name).setLevel(max(logging.INFO, root.level))
     # uvicorn's access log for websockets carries the path only; keep it, it never holds a token.

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import logging
 from typing import Any
 
 import httpx
@@ -10,13 +12,14 @@ import pytest
 from support.e2e import PERF, STRINGS, assert_clean_logs, log_lines, next_answer
 
 from orchestra_client import ConnectionRefused, GameClient
+from server.ops.logs import setup
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
 
 @pytest.fixture(scope="module")
 def logged(start_module_server: Any) -> Any:
-    return start_module_server()
+    return start_module_server(log_level="debug")  # accepted commands are logged at debug
 
 
 class Scenario:
@@ -107,3 +110,25 @@ async def test_no_seat_or_watch_token_appears_in_logs_views_exports_or_rejection
     for token in scenario.tokens:
         assert token not in everything
         assert token[:12] not in everything  # nor a recognisable part of one
+
+
+def test_at_debug_no_frame_text_of_uvicorn_or_websockets_is_written() -> None:
+    """Their debug lines carry each frame's text, a hello's token with it; the server's own do not."""
+    root = logging.getLogger()
+    kept = (root.handlers[:], root.level)
+    levels = {name: logging.getLogger(name).level for name in ("uvicorn", "websockets")}
+    stream = io.StringIO()
+    try:
+        setup("debug", stream)
+        logging.getLogger("uvicorn.error").debug('< TEXT \'{"type":"hello","token":"secret-1"}\'')
+        logging.getLogger("websockets.server").debug("< TEXT secret-2")
+        logging.getLogger("server.web.ws").debug("command accepted")
+        logging.getLogger("uvicorn.error").info("started")
+    finally:
+        root.handlers[:], _ = kept
+        root.setLevel(kept[1])
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
+    written = stream.getvalue()
+    assert "secret" not in written
+    assert "command accepted" in written and "started" in written
