@@ -62,7 +62,7 @@ async def eventually(check: Callable[[], Any], timeout: float = 5.0) -> None:
 async def test_metrics_count_commands_by_outcome_latency_connections_by_role_and_the_tail_lag(
     start_server: Callable[..., Any],
 ) -> None:
-    server, other = start_server(), start_server()
+    server, other = start_server(log_level="debug"), start_server()  # accepted commands: debug lines
     async with asyncio.timeout(DEADLINE):
         game_id, tokens = await new_game(server.url, ["Ada", "Ben"])
         layout = await read_layout(server.url, game_id)
