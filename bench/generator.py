@@ -95,6 +95,7 @@ class LoadConfig:
 
 
 class Envelope(msgspec.Struct):
+    version: int = 0
     command_id: str | None = None
     seat: int | None = None
 
@@ -107,10 +108,10 @@ class Frame(msgspec.Struct):
 
 
 _decode = msgspec.json.Decoder(Frame).decode
-# Where a frame's view begins: it follows the envelopes, and `"` inside a JSON string is escaped, so these
-# bytes can only be the frame's own key.
 # The hello's "view" for each --view choice of the benchmarks.
 VIEWS: dict[str, bool | str] = {"whole": "full", "delta": "delta", "none": False}
+# Where a frame's view begins: it follows the envelopes, and `"` inside a JSON string is escaped, so these
+# bytes can only be the frame's own key.
 _VIEW_KEYS = (b',"view":', b',"view_delta":')
 
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import gc
 import multiprocessing as mp
 import statistics
@@ -47,7 +46,7 @@ from bench.common import (
     say,
     write_result,
 )
-from bench.generator import placements
+from bench.generator import placements, timed_part
 from bench.light_client import LightSocket
 
 ANSWER_TIMEOUT = 10.0
@@ -69,35 +68,6 @@ class TableConfig:
     server_pid: int | None = None
     redis_pid: int | None = None
     tag: str = "r0"
-
-
-class Envelope(msgspec.Struct):
-    version: int = 0
-    command_id: str | None = None
-    seat: int | None = None
-
-
-class Frame(msgspec.Struct):
-    type: str
-    id: str | None = None
-    code: str | None = None
-    envelopes: list[Envelope] = []
-
-
-_decode = msgspec.json.Decoder(Frame).decode
-_VIEW_KEYS = (b',"view":', b',"view_delta":')
-
-
-def envelopes_of(frame: bytes) -> Frame:
-    """An `events` frame's envelopes, without parsing the view after them (a whole view is tens of KB;
-    parsing it at every client would load the meter, which shares the machine with the servers)."""
-    for key in _VIEW_KEYS:
-        cut = frame.find(key)
-        if cut >= 0:
-            with contextlib.suppress(msgspec.DecodeError):
-                return _decode(frame[:cut] + b"}")
-            break
-    return _decode(frame)
 
 
 class Pending:
@@ -146,14 +116,14 @@ class Tables:
                 data = cast(bytes, await ws.recv(decode=False))
                 now = clock()
                 if data.startswith(b'{"type":"events"'):
-                    for env in envelopes_of(data).envelopes:
+                    for env in timed_part(data).envelopes:
                         item = pending.get(env.command_id) if env.command_id is not None else None
                         # The sender counts by its answer; its own copy of the frame is not awaited.
                         if item is not None and item.seat == env.seat and seat != env.seat:
                             item.others += 1
                             self._done(cast(str, env.command_id), item, now)
                     continue
-                frame = _decode(data)
+                frame = timed_part(data)
                 item = pending.get(frame.id) if frame.id is not None else None
                 if item is None:
                     continue
@@ -191,7 +161,7 @@ class Tables:
         async def join(token: str | None) -> LightSocket:
             ws = await LightSocket.connect(url)
             await ws.send(msgspec.json.encode({"type": "hello", "token": token, "since": None}).decode())
-            welcome = _decode(cast(bytes, await asyncio.wait_for(ws.recv(decode=False), 30)))
+            welcome = timed_part(cast(bytes, await asyncio.wait_for(ws.recv(decode=False), 30)))
             if welcome.type != "welcome":
                 raise RuntimeError(f"no welcome: {welcome}")
             return ws
@@ -317,9 +287,7 @@ async def _late_reads(base: str, game_id: str, version: int, stop: float, every:
                         await ws.send(hello)
                         seen = 0
                         while seen < version:
-                            frame = envelopes_of(
-                                cast(bytes, await asyncio.wait_for(ws.recv(decode=False), 60))
-                            )
+                            frame = timed_part(cast(bytes, await asyncio.wait_for(ws.recv(decode=False), 60)))
                             if frame.type == "welcome":
                                 continue
                             if frame.envelopes:
@@ -413,7 +381,7 @@ async def _play(base: str, events: int, bodies: list[str]) -> tuple[str, int]:
             body = bodies[(index * 7 + seat) % len(bodies)]
             await sockets[seat].send(f'{{"type":"place","id":"s{index}",{body}}}')
             while True:
-                frame = _decode(cast(bytes, await asyncio.wait_for(sockets[seat].recv(decode=False), 30)))
+                frame = timed_part(cast(bytes, await asyncio.wait_for(sockets[seat].recv(decode=False), 30)))
                 if frame.id == f"s{index}" and frame.type in ("accepted", "rejected"):
                     break
             if frame.type == "accepted":
