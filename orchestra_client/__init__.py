@@ -24,15 +24,15 @@ them (Ada, Ben, Cy) against a server it starts, and prints the link to watch the
 
 from orchestra_client.http import create_game, get_events, get_view
 from orchestra_client.session import (
-    Answer,
     ConnectionRefused,
     DeltaMismatch,
     GameClient,
+    Json,
     apply_delta,
 )
 
 __all__ = [
-    "Answer",
+    "Json",
     "ConnectionRefused",
     "DeltaMismatch",
     "GameClient",

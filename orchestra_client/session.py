@@ -13,7 +13,8 @@ import websockets
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
-Answer = dict[str, Any]
+# A JSON object as the server sent it: a frame, a view, a delta, an envelope.
+Json = dict[str, Any]
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder(dict[str, Any]).decode
 _ids = itertools.count(1)
@@ -25,7 +26,7 @@ REFUSED = {1008}
 class ConnectionRefused(Exception):
     """The server refused the hello (unknown game, bad token) or closed the session for good."""
 
-    def __init__(self, code: int | None, reason: str, frame: Answer | None = None) -> None:
+    def __init__(self, code: int | None, reason: str, frame: Json | None = None) -> None:
         super().__init__(f"connection refused ({code}): {reason}")
         self.code, self.reason, self.frame = code, reason, frame
 
@@ -35,7 +36,7 @@ class DeltaMismatch(ValueError):
     or names a space or seat the view does not have)."""
 
 
-def apply_delta(view: Answer, delta: Answer) -> Answer:
+def apply_delta(view: Json, delta: Json) -> Json:
     """The view after a `view_delta`: `spaces` replaced whole, `added` appended, `score_changes` applied
     (each seat's `chairs` rebuilt from its counts, in the view's space order), `version` and `ended` its.
 
@@ -62,7 +63,7 @@ def apply_delta(view: Answer, delta: Answer) -> Answer:
     return {**view, **rest, "spaces": spaces, "scores": scores}
 
 
-def _changed_score(score: Answer, change: Answer, spaces: Answer) -> Answer:
+def _changed_score(score: Json, change: Json, spaces: Json) -> Json:
     counts: dict[str, int] = {}
     for space_id in score["chairs"]:
         counts[space_id] = counts.get(space_id, 0) + 1
@@ -82,16 +83,16 @@ class GameClient:
         self.url = base_url.replace("http://", "ws://").replace("https://", "wss://").rstrip("/")
         self.url += f"/games/{game_id}/ws"
         self.game_id, self.token, self.wants_view, self.reconnect = game_id, token, view, reconnect
-        self.welcome: Answer = {}
-        self.view: Answer | None = None
+        self.welcome: Json = {}
+        self.view: Json | None = None
         self.version = 0
-        self.envelopes: list[Answer] = []  # every envelope received, in order of arrival
-        self.received: list[Answer] = []  # every frame received, in order (for tests and tools)
+        self.envelopes: list[Json] = []  # every envelope received, in order of arrival
+        self.received: list[Json] = []  # every frame received, in order (for tests and tools)
         self.reconnects = 0
         self.closed_with: tuple[int | None, str] | None = None
         self._ws: ClientConnection | None = None
-        self._pending: dict[str, tuple[Answer, asyncio.Future[Answer]]] = {}
-        self._frames: asyncio.Queue[Answer | None] = asyncio.Queue()
+        self._pending: dict[str, tuple[Json, asyncio.Future[Json]]] = {}
+        self._frames: asyncio.Queue[Json | None] = asyncio.Queue()
         self._reader: asyncio.Task[None] | None = None
         self._closing = False
         self._connected = asyncio.Event()
@@ -131,7 +132,7 @@ class GameClient:
         seat: int | None = self.welcome.get("seat")
         return seat
 
-    async def send(self, frame: Answer, timeout: float = 10.0) -> Answer:
+    async def send(self, frame: Json, timeout: float = 10.0) -> Json:
         """Send a command frame (an `id` is added if missing) and return its answer.
 
         Raises: TimeoutError, ConnectionRefused.
@@ -142,7 +143,7 @@ class GameClient:
             raise ConnectionRefused(code, reason)
         frame = dict(frame)
         frame.setdefault("id", f"c{next(_ids)}")
-        future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[Json] = asyncio.get_running_loop().create_future()
         self._pending[frame["id"]] = (frame, future)
         try:
             await self._write(frame)
@@ -150,11 +151,11 @@ class GameClient:
         finally:
             self._pending.pop(frame["id"], None)
 
-    async def place(self, token: Answer, space: str, **fields: Any) -> Answer:
+    async def place(self, token: Json, space: str, **fields: Any) -> Json:
         """Place a token; `fields` are the frame's other fields (id, skill, consolation, materials...)."""
         return await self.send({"type": "place", "token": token, "space": space, **fields})
 
-    async def end_game(self, **fields: Any) -> Answer:
+    async def end_game(self, **fields: Any) -> Json:
         """End the game (seat 0 only)."""
         return await self.send({"type": "end_game", **fields})
 
@@ -163,7 +164,7 @@ class GameClient:
         assert self._ws is not None
         await self._ws.send(data)
 
-    async def next_frame(self, timeout: float = 10.0) -> Answer:
+    async def next_frame(self, timeout: float = 10.0) -> Json:
         """The next frame that is not an answer to a command sent with `send` (events, rejections...).
 
         Raises: TimeoutError; ConnectionRefused when the session ended.
@@ -175,7 +176,7 @@ class GameClient:
             raise ConnectionRefused(code, reason)
         return frame
 
-    async def frames(self) -> AsyncIterator[Answer]:
+    async def frames(self) -> AsyncIterator[Json]:
         """Every further frame until the session ends."""
         while True:
             frame = await self._frames.get()
@@ -219,7 +220,7 @@ class GameClient:
     async def _open(self, since: int | None) -> None:
         self._connected.clear()
         ws = await websockets.connect(self.url, max_size=None, open_timeout=10, close_timeout=2)
-        hello: Answer = {"type": "hello", "token": self.token, "since": since}
+        hello: Json = {"type": "hello", "token": self.token, "since": since}
         if self.wants_view is not None:
             hello["view"] = self.wants_view
         await ws.send(_encode(hello).decode())
@@ -242,7 +243,7 @@ class GameClient:
         self._ws = ws
         self._connected.set()
 
-    async def _write(self, frame: Answer) -> None:
+    async def _write(self, frame: Json) -> None:
         await self._connected.wait()
         assert self._ws is not None
         with contextlib.suppress(ConnectionClosed):
@@ -283,7 +284,7 @@ class GameClient:
             return True
         return False
 
-    def _dispatch(self, frame: Answer) -> None:
+    def _dispatch(self, frame: Json) -> None:
         self.received.append(frame)
         kind = frame.get("type")
         if kind in ("accepted", "rejected") and frame.get("id") in self._pending:
