@@ -27,8 +27,8 @@ class MemoryEventStore:
 
     def __init__(self) -> None:
         self._games: dict[str, _Game] = {}
-        # One condition for every game: appends are rare next to the cost of waking a few tails.
-        self._changed = asyncio.Condition()
+        # One condition per tailed game: an append wakes that game's tails only.
+        self._changed: dict[str, asyncio.Condition] = {}
 
     async def create(self, game_id: str, data: bytes, credentials: Mapping[str, str]) -> None:
         """Write a game's first envelope (version 1) and its credentials together.
@@ -38,7 +38,7 @@ class MemoryEventStore:
         if game_id in self._games:
             raise GameExists(game_id)
         self._games[game_id] = _Game(bytes(data), credentials)
-        await self._notify()
+        await self._notify(game_id)
 
     async def append(
         self, game_id: str, expected: int, envelopes: Sequence[bytes], command_key: str
@@ -61,7 +61,7 @@ class MemoryEventStore:
         game.envelopes.extend(bytes(data) for data in envelopes)
         outcome = Appended(expected + 1, len(game.envelopes))
         game.commands[command_key] = outcome
-        await self._notify()
+        await self._notify(game_id)
         return outcome
 
     async def append_many(
@@ -103,9 +103,10 @@ class MemoryEventStore:
         def moved_on() -> bool:
             return self._version(game_id) > last
 
+        changed = self._changed.setdefault(game_id, asyncio.Condition())
         while True:
-            async with self._changed:
-                await self._changed.wait_for(moved_on)
+            async with changed:
+                await changed.wait_for(moved_on)
             batch = await self.read(game_id, last)
             last = batch[-1].version
             yield batch
@@ -126,6 +127,7 @@ class MemoryEventStore:
     async def delete(self, game_id: str) -> None:
         """Forget a game."""
         self._games.pop(game_id, None)
+        self._changed.pop(game_id, None)
 
     async def ping(self) -> bool:
         """Always True: the store is this process."""
@@ -138,6 +140,8 @@ class MemoryEventStore:
         game = self._games.get(game_id)
         return len(game.envelopes) if game else 0
 
-    async def _notify(self) -> None:
-        async with self._changed:
-            self._changed.notify_all()
+    async def _notify(self, game_id: str) -> None:
+        changed = self._changed.get(game_id)
+        if changed is not None:
+            async with changed:
+                changed.notify_all()
