@@ -34,6 +34,7 @@ from server.engine.folded import FoldedGame, GapError
 from server.engine.outbox import Outbox
 from server.metrics import Metrics
 from server.protocol.frames import DeltaFrame, EventsFrame, HistoryFrame, encode
+from server.protocol.session import LiveView
 from server.store import (
     Appended,
     ConcurrencyConflict,
@@ -89,9 +90,9 @@ class Follower:
 
     __slots__ = ("outbox", "view")
 
-    def __init__(self, outbox: Outbox, view: str = "delta") -> None:
+    def __init__(self, outbox: Outbox, view: LiveView = "delta") -> None:
         self.outbox = outbox
-        self.view = view  # "delta", "full" or "none"
+        self.view = view
 
 
 class _Plan:
@@ -400,14 +401,14 @@ class LiveGame:
         if not followers:
             return
         envelopes = [msgspec.Raw(r.data) for r in records]
-        frames: dict[str, bytes] = {}
+        frames: dict[LiveView, bytes] = {}
         for follower in followers:
             frame = frames.get(follower.view)
             if frame is None:
                 frame = frames[follower.view] = self._frame(follower.view, envelopes)
             follower.outbox.put(frame)
 
-    def _frame(self, view: str, envelopes: list[msgspec.Raw]) -> bytes:
+    def _frame(self, view: LiveView, envelopes: list[msgspec.Raw]) -> bytes:
         if view == "delta":
             return encode(DeltaFrame(envelopes, self.folded.delta()))
         if view == "full":

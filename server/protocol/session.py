@@ -19,6 +19,7 @@ import enum
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import msgspec
 
@@ -101,8 +102,10 @@ class State(enum.Enum):
     CLOSED = "closed"
 
 
-# What a hello's `view` asks live frames to carry: v1's `true` is the whole view.
-_VIEWS: dict[object, str] = {"delta": "delta", "full": "full", True: "full", False: "none"}
+# What a connection's live frames carry of the view: what changed, the whole view, or nothing.
+LiveView = Literal["delta", "full", "none"]
+# What a hello's `view` asks for: v1's `true` is the whole view.
+_VIEWS: dict[object, LiveView] = {"delta": "delta", "full": "full", True: "full", False: "none"}
 
 
 class Session:
@@ -118,7 +121,7 @@ class Session:
         self.version = 0  # the game's version as last told: rejections carry it
 
     @property
-    def view(self) -> str:
+    def view(self) -> LiveView:
         """What this client's live frames carry of the view: "delta", "full" or "none"."""
         return _VIEWS[self.hello.view] if self.hello is not None else "delta"
 
