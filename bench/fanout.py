@@ -274,7 +274,7 @@ class BroadcastProcess:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="CI size: 100 spectators, 3 rounds")
     parser.add_argument("--spectators", type=int, default=1000)
-    # Single rounds swing by 2x on a shared machine: the median of many.
+    # Single rounds swing widely on a shared machine: the median of many.
     parser.add_argument("--rounds", type=int, default=30)
 
 

@@ -5,7 +5,7 @@ servers then get the same Poisson arrivals at half that rate. If ours cannot kee
 latency grows without bound during the run, and the figure says so. A second comparison runs both at
 half the slower server's max rate (a rate both sustain), to show the latency cost apart from capacity;
 when the minimal pipeline is the slower, that is the rate of the rounds above, which stand for it.
-A p99 over 10 s of a shared machine swings by 2-4x from run to run, so the open-loop runs alternate
+A p99 over 10 s of a shared machine swings widely from run to run, so the open-loop runs alternate
 (`minimal, ours, minimal, ours, ...`, `--rounds` rounds) and the medians are compared.
 
 Ours runs twice per round: clients taking the whole view in every frame (`"view": "full"`), and clients

@@ -24,8 +24,8 @@ Our store talks to Redis over loopback TCP (a round trip per append), on the eve
 (uvloop); the recorders run in-process.
 
 The whole comparison runs `--repeat` times (3), one run after the other; each ratio compares two rows of
-one run, and the summary gives the median of the runs' ratios (single runs here differ by up to 1.6x,
-the disk's fsync times most of all).
+one run, and the summary gives the median of the runs' ratios (single runs here differ widely, the
+disk's fsync times most of all).
 """
 
 from __future__ import annotations
