@@ -22,19 +22,12 @@ ViewMode = bool | Literal["full", "delta"]
 
 
 class Hello(msgspec.Struct, frozen=True, tag_field="type", tag="hello"):
-    """The first frame: a seat token (or a watch token, or null for a public spectator) and resume point.
-
-    `view` is normalised once decoded: `true` (v1's spelling) reads as "full", so whoever reads a hello
-    sees one of "delta", "full" or False.
-    """
+    """The first frame: a seat token (or a watch token, or null for a public spectator), the resume point,
+    and what live frames carry of the view (`true`, v1's spelling, means "full": see `Session.view`)."""
 
     token: str | None = None
     since: Version | None = None
     view: ViewMode = "delta"
-
-    def __post_init__(self) -> None:
-        if self.view is True:
-            msgspec.structs.force_setattr(self, "view", "full")
 
 
 class PlaceFrame(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag_field="type", tag="place"):

@@ -178,12 +178,13 @@ class Session:
         credentials: Mapping[str, str] | None = None,
         full: bool = False,
         version: int = 0,
-        view: bytes = b"",
+        view: Callable[[], bytes] = lambda: b"null",
     ) -> list[Action]:
         """What the game said of this hello: whether it exists, whether spectators need a token, its
-        credential hashes, whether it is full of connections, its version and its view encoded.
+        credential hashes, whether it is full of connections, its version, and how to encode its view.
 
-        Admitted, the session sends the welcome, then asks for the history a `since` wants.
+        Admitted, the session sends the welcome (the view is encoded then, never for a refused hello),
+        then asks for the history a `since` wants.
         """
         if self.state is not State.JOINING or self.hello is None:
             return []
@@ -202,7 +203,7 @@ class Session:
             role="player" if seat >= 0 else "spectator",
             seat=self.seat,
             version=version,
-            view=msgspec.Raw(view),
+            view=msgspec.Raw(view()),
         )
         actions: list[Action] = [Send(encode(welcome))]
         since = self.hello.since

@@ -82,7 +82,7 @@ async def game_socket(websocket: WebSocket) -> None:
         credentials=credentials,
         full=full,
         version=game.version,
-        view=game.folded.view_json if not full else b"",
+        view=lambda: game.folded.view_json,
     )
     if session.state is not State.OPEN:
         await _carry_out(websocket, ctx, session, actions)

@@ -52,7 +52,7 @@ def hello(**fields: Any) -> str:
 def joined(token: str | None = SEAT_TOKEN, clock: Clock | None = None, **limits: Any) -> Session:
     session = Session(Limits(**limits), clock or Clock())
     session.receive(hello(token=token))
-    session.admit(found=True, public=True, credentials=CREDENTIALS, version=7, view=VIEW)
+    session.admit(found=True, public=True, credentials=CREDENTIALS, version=7, view=lambda: VIEW)
     assert session.state is State.OPEN
     return session
 
@@ -91,7 +91,7 @@ def test_no_hello_in_time_closes_with_policy_and_a_late_one_is_ignored() -> None
 def test_a_player_is_welcomed_with_its_seat_the_version_and_the_view_as_given() -> None:
     session = Session()
     session.receive(hello(token=SEAT_TOKEN))
-    actions = session.admit(found=True, public=False, credentials=CREDENTIALS, version=7, view=VIEW)
+    actions = session.admit(found=True, public=False, credentials=CREDENTIALS, version=7, view=lambda: VIEW)
     (welcome,) = frames(actions)
     assert welcome == {
         "type": "welcome",
@@ -115,7 +115,7 @@ def test_who_may_join(token: str | None, public: bool, credentials: dict[str, st
     session = Session()
     session.receive(hello(token=token))
     (welcome,) = frames(
-        session.admit(found=True, public=public, credentials=credentials, version=7, view=VIEW)
+        session.admit(found=True, public=public, credentials=credentials, version=7, view=lambda: VIEW)
     )
     assert welcome["seat"] == seat
     assert welcome["role"] == ("player" if seat is not None else "spectator")
@@ -135,7 +135,21 @@ def test_a_refused_join_is_one_rejection_then_the_close(
 ) -> None:
     session = Session()
     session.receive(hello(token=token))
-    actions = session.admit(found=found, public=public, credentials=CREDENTIALS, full=full, version=4)
+    encoded: list[bytes] = []
+
+    def view() -> bytes:
+        encoded.append(VIEW)
+        return VIEW
+
+    actions = session.admit(
+        found=found,
+        public=public,
+        credentials=CREDENTIALS,
+        full=full,
+        version=4,
+        view=view,
+    )
+    assert encoded == []  # a refused hello costs no encoding of the view
     assert [type(a) for a in actions] == [Send, Close]
     (refusal,) = frames(actions)
     assert (refusal["type"], refusal["id"], refusal["code"]) == ("rejected", None, code)
@@ -155,7 +169,7 @@ def test_a_refused_join_is_one_rejection_then_the_close(
 def test_since_asks_for_exactly_the_history_missed(since: int | None, after_welcome: list[Action]) -> None:
     session = Session()
     session.receive(hello(since=since))
-    actions = session.admit(found=True, public=True, version=7, view=VIEW)
+    actions = session.admit(found=True, public=True, version=7, view=lambda: VIEW)
     assert frames(actions[:1])[0]["type"] == "welcome"
     assert actions[1:] == after_welcome
 
@@ -163,7 +177,7 @@ def test_since_asks_for_exactly_the_history_missed(since: int | None, after_welc
 def test_since_past_the_version_is_welcomed_then_told_so() -> None:
     session = Session()
     session.receive(hello(since=9))
-    welcome, rejection = frames(session.admit(found=True, public=True, version=7, view=VIEW))
+    welcome, rejection = frames(session.admit(found=True, public=True, version=7, view=lambda: VIEW))
     assert welcome["type"] == "welcome"
     assert (rejection["code"], rejection["id"], rejection["version"]) == ("bad_request", None, 7)
     assert session.state is State.OPEN
