@@ -15,6 +15,7 @@ from domain import Event, Score
 from projections import Board, PlayerView, View, apply, project, view_delta
 from server.engine import envelope
 from server.engine.envelope import GENESIS, Envelope, Record
+from server.store import UnreadableGame
 
 _encode = msgspec.json.Encoder().encode
 # Up to this many new events are applied one by one (each touches one space); more are folded in one pass.
@@ -108,7 +109,7 @@ class FoldedGame:
         `decoded` and `head` (the chain hash of the last record), when the caller has them already, spare
         decoding and hashing again.
 
-        Raises: GapError if a record skips a version; msgspec's errors for an envelope that does not decode.
+        Raises: GapError if a record skips a version; UnreadableGame for an envelope that does not decode.
         """
         version = self.board.version
         skip = 0
@@ -123,7 +124,10 @@ class FoldedGame:
         if [r.version for r in fresh] != list(range(version + 1, version + 1 + len(fresh))):
             got = next(r.version for i, r in enumerate(fresh, version + 1) if r.version != i)
             raise GapError(f"{self.game_id}: got version {got} past version {version}")
-        envelopes = [envelope.decode(record.data) for record in fresh] if decoded is None else decoded[skip:]
+        try:
+            envelopes = [envelope.decode(r.data) for r in fresh] if decoded is None else decoded[skip:]
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise UnreadableGame(f"game {self.game_id}: an envelope does not decode: {exc}") from None
         events: list[Event] = [env.event for env in envelopes]
         self.before = self.board.view
         if len(events) > INCREMENTAL_UP_TO:

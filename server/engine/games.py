@@ -23,7 +23,7 @@ from server.engine.envelope import Record
 from server.engine.folded import SPACES_CACHE_BYTES, FoldedGame, GapError
 from server.engine.owner import Command, LiveGame, Node, Outcome
 from server.metrics import Metrics
-from server.store import EventStore, StoreUnavailable, UnreadableGame
+from server.store import EventStore, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +140,10 @@ class Games:
         try:
             folded = FoldedGame(game_id, self.view_cache_bytes)
             records = await self.store.read(game_id)
-            _fold(folded, records)
+            try:
+                folded.fold(records)
+            except GapError:  # pragma: no cover - one read from the start cannot skip a version
+                raise StoreUnavailable(f"game {game_id}: stream read out of order") from None
             game = None if folded.version == 0 else LiveGame(folded, self.node)
             if game is not None:
                 self._games[game_id] = game
@@ -207,12 +210,3 @@ class Games:
         games = list(self._games.values())
         self._games.clear()
         await asyncio.gather(*(game.close() for game in games))
-
-
-def _fold(folded: FoldedGame, records: Sequence[Record]) -> None:
-    try:
-        folded.fold(records)
-    except GapError:  # pragma: no cover - one read from the start cannot skip a version
-        raise StoreUnavailable(f"game {folded.game_id}: stream read out of order") from None
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise UnreadableGame(f"game {folded.game_id}: an envelope does not decode: {exc}") from None

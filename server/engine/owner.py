@@ -365,9 +365,9 @@ class LiveGame:
             if self._worker is None:
                 self._worker = asyncio.get_running_loop().create_task(self._work())
             return
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        except UnreadableGame as exc:
             if strict:
-                raise UnreadableGame(f"game {self.game_id}: an envelope does not decode: {exc}") from None
+                raise
             log.error("unreadable envelope", extra={"game_id": self.game_id, "error": str(exc)})
             return
         if fresh:
