@@ -297,14 +297,9 @@ class LiveGame:
         """Append the plans in one store call; each gets its own result."""
         if not plans:
             return []
-        store = self._node.store
-        if len(plans) == 1:
-            plan = plans[0]
-            try:
-                return [await store.append(self.game_id, plan.expected, plan.data, plan.submission.key)]
-            except StoreError as exc:
-                return [exc]
-        return await store.append_many([(self.game_id, p.expected, p.data, p.submission.key) for p in plans])
+        # One plan or many: the store picks its cheapest call for the batch.
+        batch = [(self.game_id, p.expected, p.data, p.submission.key) for p in plans]
+        return await self._node.store.append_many(batch)
 
     async def _answer_from_store(self, submission: Submission, prior: Appended) -> None:
         """The answer an accepted command got, read back from the store."""
