@@ -11,6 +11,7 @@
     python -m bench profile [--quick]         py-spy on our server under the throughput load
     python -m bench pipeline [--quick]        the command path's CPU without sockets
     python -m bench writer [--quick]          the table workload with and without the direct frame writer
+    python -m bench restart [--quick]         2,000 hellos at once; 2,000 clients back after a SIGTERM restart
     python -m bench plot [--quick]            docs/*.png from the results of load and scaling
     python -m bench generator --start ours --games 20 --players 3 --spectators 5 --duration 10
                                               the generic load generator the others drive
@@ -36,6 +37,7 @@ BENCHMARKS = {
     "profile": "bench.profile",
     "pipeline": "bench.pipeline",
     "writer": "bench.writer",
+    "restart": "bench.restart",
     "plot": "bench.plot",
     "generator": "bench.generator",
 }

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import random
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -19,8 +21,15 @@ _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder(dict[str, Any]).decode
 _ids = itertools.count(1)
 
-# Close codes after which reconnecting cannot help: the server refused this client.
+# Close codes after which reconnecting cannot help: the server refused this client. Every other end of a
+# connection (a drop, 1012 "service restart", 1013 "try again later") is retried.
 REFUSED = {1008}
+# Resuming: waits drawn at random up to a ceiling that doubles from BACKOFF_BASE to BACKOFF_CAP ("full
+# jitter"), so clients that lost one server together do not all come back in the same instant; a
+# session gives up after RESUME_FOR seconds without a welcome.
+BACKOFF_BASE = 0.1
+BACKOFF_CAP = 2.0
+RESUME_FOR = 60.0
 
 
 class ConnectionRefused(Exception):
@@ -269,12 +278,17 @@ class GameClient:
         self._frames.put_nowait(None)
 
     async def _resume(self) -> bool:
-        for attempt in range(50):
-            await asyncio.sleep(min(0.05 * 2**attempt, 1.0))
+        give_up = time.monotonic() + RESUME_FOR
+        for attempt in itertools.count():
+            if time.monotonic() >= give_up:
+                return False
+            await asyncio.sleep(random.uniform(0, min(BACKOFF_BASE * 2**attempt, BACKOFF_CAP)))
             try:
                 await self._open(self.version)
-            except ConnectionRefused:
-                return False
+            except ConnectionRefused as exc:
+                if exc.code in REFUSED:
+                    return False
+                continue  # 1012 or 1013 before the welcome: the server is restarting or busy
             except (OSError, TimeoutError, ConnectionClosed, websockets.InvalidHandshake):
                 continue
             self.reconnects += 1

@@ -18,6 +18,8 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # None: start and supervise an embedded redis-server in data_dir.
     redis_url: str | None = None
     redis_cluster: bool | None = None
+    # Command calls to Redis at once per node; more wait (within command_timeout) for a free connection.
+    redis_pool_size: int = 128
     data_dir: str = "var"
     api_key: str | None = None
     max_frame_bytes: int = 16 * 1024

@@ -146,6 +146,8 @@ class LiveGame:
         self._news: list[Record] = []  # from the tail while a round was in flight
         self._behind = False  # the stream holds versions this node has not folded
         self._tail: asyncio.Task[None] | None = None
+        self._refreshing: asyncio.Future[bool] | None = None  # a read in flight that callers share
+        self._credentials: dict[str, str] | None = None  # written once, at creation: read once
         self.gone = False  # the stream was deleted (archived)
 
     @property
@@ -324,11 +326,33 @@ class LiveGame:
 
     # Folding what the stream holds ------------------------------------------------------------------
 
+    async def credentials(self) -> dict[str, str]:
+        """The game's credential hashes (seat and watch tokens), read once: they never change.
+
+        Raises: StoreUnavailable.
+        """
+        if self._credentials is None:
+            self._credentials = await self._node.store.credentials(self.game_id)
+        return self._credentials
+
     async def refresh(self) -> bool:
         """Fold in what the stream holds past this node's version; False when the stream is gone.
 
-        Raises: StoreUnavailable, UnreadableGame.
+        Callers that ask while a refresh is in flight share its read: a burst of hellos for one game
+        costs one read, not one each (what lands after that read reaches them live, as every append
+        does). Raises: StoreUnavailable, UnreadableGame.
         """
+        if self._refreshing is None:
+            self._refreshing = asyncio.ensure_future(self._refresh())
+            self._refreshing.add_done_callback(self._refreshed)
+        return await asyncio.shield(self._refreshing)
+
+    def _refreshed(self, done: asyncio.Future[bool]) -> None:
+        self._refreshing = None
+        if not done.cancelled():
+            done.exception()  # retrieved: every caller that shared it got it already
+
+    async def _refresh(self) -> bool:
         # Reading from the last known version itself (not after it) tells a quiet game from a deleted one.
         records = await self._node.store.read(self.game_id, max(0, self.version - 1))
         if not records and self.version > 0:

@@ -44,7 +44,10 @@ def create_app(settings: Settings | None = None, store: EventStore | None = None
                 log.info("embedded redis started", extra={"url": url, "path": str(settings.data_dir)})
             try:
                 opened = await RedisEventStore.from_url(
-                    url, settings.redis_cluster, timeout=settings.command_timeout
+                    url,
+                    settings.redis_cluster,
+                    timeout=settings.command_timeout,
+                    pool_size=settings.redis_pool_size,
                 )
             except BaseException:
                 if embedded is not None:

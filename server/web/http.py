@@ -188,7 +188,7 @@ async def may_read(request: Request, ctx: Context, game_id: str, game: LiveGame 
     if state.spectators == "public":
         return None
     token = _bearer(request)
-    if token is not None and auth.identify(token, await ctx.games.store.credentials(game_id)):
+    if token is not None and auth.identify(token, await game.credentials()):
         return None
     return error(
         403, "forbidden", "this game is private: send its watch token or a seat token as a Bearer token"

@@ -61,7 +61,7 @@ async def game_socket(websocket: WebSocket) -> None:
         game = await ctx.games.get(game_id, refresh=True)
         public = game is not None and game.folded.board.game.spectators == "public"
         token = actions[0].hello.token
-        credentials = await ctx.games.store.credentials(game_id) if game is not None and token else {}
+        credentials = await game.credentials() if game is not None and token else {}
     except StoreError:
         await _carry_out(
             websocket,

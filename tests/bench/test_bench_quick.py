@@ -22,7 +22,18 @@ from server.ops.embedded_redis import find_redis_server
 
 ROOT = Path(__file__).resolve().parents[2]
 # The pipeline first: with valgrind it also counts instructions under callgrind, the longest of them.
-NAMES = ["pipeline", "throughput", "latency", "fanout", "replay", "memory", "scaling", "store", "writer"]
+NAMES = [
+    "pipeline",
+    "throughput",
+    "latency",
+    "fanout",
+    "replay",
+    "memory",
+    "scaling",
+    "store",
+    "writer",
+    "restart",
+]
 EXTRA_ARGS = {"pipeline": ["--callgrind"]} if shutil.which("valgrind") else {}
 PARALLEL = 3
 TIMEOUT = 150.0
@@ -251,3 +262,15 @@ def test_profile_samples_either_server_in_open_loop(tmp_path: Path, server: str)
     assert result["load"]["accepted"] > 0
     assert result["summary"]["samples"] > 0 and result["profile"]["self"]
     assert (tmp_path / f"{name}.txt").stat().st_size > 0
+
+
+def test_restart(results: dict[str, dict[str, Any]]) -> None:
+    result = results["restart"]
+    _common(result, "restart")
+    storm, restart = result["storm"], result["restart"]
+    # Every spectator of a hello storm larger than the Redis pool is welcomed.
+    assert storm["spectators"] > 128 and storm["welcomed"] == storm["spectators"]
+    # Every client comes back after a SIGTERM restart, within the goal, and misses nothing.
+    assert restart["clients"] >= 100 and restart["not_back"] == 0
+    assert restart["incomplete"] == 0 and restart["first_problems"] == []
+    assert 0 < restart["all_back_seconds"] <= restart["goal_seconds"]

@@ -25,6 +25,7 @@ from support.e2e import (
 from websockets.exceptions import ConnectionClosed
 
 from orchestra_client import ConnectionRefused, GameClient, get_events, get_view
+from orchestra_client import session as client_session
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -253,3 +254,37 @@ async def test_a_hello_asking_for_an_unknown_view_mode_is_closed_with_1008(small
     async with websockets.connect(ws_url(small.url, game_id), open_timeout=5) as ws:
         await ws.send(json.dumps({"type": "hello", "token": None, "since": None, "view": view}))
         assert await closed_code(ws) == 1008
+
+
+async def test_a_resume_refused_as_full_is_retried_until_a_place_frees(
+    small: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 1013 ("try again later") before a welcome is not final: the client keeps resuming, with backoff.
+    # Waits at their ceiling (no jitter) and a first one of 0.5 s: the squatter below gets in first.
+    monkeypatch.setattr(client_session, "BACKOFF_BASE", 0.5)
+    monkeypatch.setattr(client_session.random, "uniform", lambda low, high: high)
+    game_id, tokens = await new_game(small.url, ["Ada", "Ben"])
+    ada = await GameClient.connect(small.url, game_id, tokens[0])
+    ben = await GameClient.connect(small.url, game_id, tokens[1], reconnect=False)
+    squatter: GameClient | None = None
+    try:
+        await ada.drop()
+        deadline = time.monotonic() + 0.4
+        while squatter is None:  # until the server has seen Ada go
+            try:
+                squatter = await GameClient.connect(small.url, game_id, reconnect=False)
+            except ConnectionRefused as refused:
+                assert refused.code == 1013 and time.monotonic() < deadline
+                await asyncio.sleep(0.02)
+        expect_accepted(await ben.place(PERF, "viola"))
+        await asyncio.sleep(1.0)  # Ada's resumes so far were refused: the game is full
+        assert ada.reconnects == 0 and ada.closed_with is not None
+        await squatter.close()
+        await ada.wait_for_version(2, timeout=10)
+        assert ada.reconnects == 1
+        assert [e["version"] for e in ada.envelopes] == [2]
+        expect_accepted(await ada.place(STRINGS, "viola"))
+    finally:
+        for client in (ada, ben, squatter):
+            if client is not None:
+                await client.close()

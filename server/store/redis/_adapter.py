@@ -15,7 +15,7 @@ from types import TracebackType
 from typing import Any, cast
 
 from redis import exceptions as rx
-from redis.asyncio import Redis, RedisCluster
+from redis.asyncio import BlockingConnectionPool, Redis, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.commands.core import AsyncScript
@@ -54,6 +54,9 @@ BLOCK_MS = 5_000
 READ_CHUNK = 1_000
 # Tails hold one connection each while blocked; size their pool for many concurrently tailed games.
 TAIL_CONNECTIONS = 10_000
+# Command connections: calls beyond this many at once wait for a free connection (within the command
+# timeout) instead of failing, so a burst of hellos is slower, never refused.
+POOL_SIZE = 128
 
 # Errors that mean "not now" rather than "wrong": the caller may retry later.
 _UNAVAILABLE: tuple[type[BaseException], ...] = (
@@ -174,8 +177,11 @@ class RedisEventStore:
         *,
         timeout: float = COMMAND_TIMEOUT,
         block_ms: int = BLOCK_MS,
+        pool_size: int = POOL_SIZE,
     ) -> RedisEventStore:
         """Connect to redis://, rediss:// or unix:// `url`; Cluster mode is detected when `cluster` is None.
+
+        At most `pool_size` command calls (per Cluster node) run at once; the others wait for a connection.
 
         Raises: StoreUnavailable when detection cannot reach Redis.
         """
@@ -186,7 +192,7 @@ class RedisEventStore:
         # one, redis-py also writes without asyncio.wait_for, which on Python 3.11 can swallow a
         # cancellation (cpython gh-86296) and hold a cancelled tail for a whole BLOCK.
         return cls(
-            _connect(url, cluster, timeout, max_connections=None),
+            _connect(url, cluster, timeout, max_connections=pool_size, wait=True),
             _connect(url, cluster, timeout, max_connections=TAIL_CONNECTIONS),
             block_ms=block_ms,
             timeout=timeout,
@@ -449,7 +455,11 @@ def _entries_of(reply: Any) -> _Entries:
     return cast(_Entries, reply[0][1])
 
 
-def _connect(url: str, cluster: bool, connect_timeout: float, max_connections: int | None) -> Client:
+def _connect(
+    url: str, cluster: bool, connect_timeout: float, max_connections: int, wait: bool = False
+) -> Client:
+    """A client with at most `max_connections` connections (per node); with `wait`, a call past them
+    waits up to `connect_timeout` for one to be free, else it fails at once."""
     # One quick retry covers a pooled connection that a Redis restart closed; more would turn an
     # outage into a hang instead of a prompt StoreUnavailable.
     options: dict[str, Any] = {
@@ -458,10 +468,14 @@ def _connect(url: str, cluster: bool, connect_timeout: float, max_connections: i
         "retry": Retry(ExponentialBackoff(cap=0.1, base=0.01), 1),
     }
     if cluster:
-        return RedisCluster.from_url(url, max_connections=max_connections or 1_000, **options)
-    if max_connections is not None:
-        options["max_connections"] = max_connections
-    return Redis.from_url(url, **options)
+        # A Cluster node's pool has no waiting form: it is sized generously instead.
+        return RedisCluster.from_url(url, max_connections=max(max_connections, 1_000), **options)
+    if wait:
+        pool = BlockingConnectionPool.from_url(
+            url, max_connections=max_connections, timeout=connect_timeout, **options
+        )
+        return Redis.from_pool(pool)
+    return Redis.from_url(url, max_connections=max_connections, **options)
 
 
 async def _is_cluster(url: str, timeout: float) -> bool:

@@ -421,8 +421,10 @@ class Live {
         showError(`The server refused this page: ${event.reason || "not allowed"}`);
         return;
       }
+      // 1012 (restart), 1013 (busy) or a drop: again after a random wait under a doubling ceiling, so the
+      // pages a restart closed together do not all come back in the same instant.
       this.status("reconnecting", "reconnecting\u2026");
-      setTimeout(() => this.connect(), this.delay);
+      setTimeout(() => this.connect(), Math.random() * this.delay);
       this.delay = Math.min(this.delay * 2, 2000);
     };
   }
