@@ -21,9 +21,10 @@ _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder(dict[str, Any]).decode
 _ids = itertools.count(1)
 
-# Close codes after which reconnecting cannot help: the server refused this client. Every other end of a
-# connection (a drop, 1012 "service restart", 1013 "try again later") is retried.
-REFUSED = {1008}
+# Close codes after which reconnecting cannot help: the server refused this client (1008), or the game's
+# stored history cannot be read (1011, damaged_game). Every other end of a connection (a drop, 1012
+# "service restart", 1013 "try again later") is retried.
+REFUSED = {1008, 1011}
 # Resuming: waits drawn at random up to a ceiling that doubles from BACKOFF_BASE to BACKOFF_CAP ("full
 # jitter"), so clients that lost one server together do not all come back in the same instant; a
 # session gives up after RESUME_FOR seconds without a welcome.

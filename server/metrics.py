@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from server.connections import REASONS, ConnectionLimits
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
 
 class Metrics:
-    """Commands by outcome, command latency, connections by role, drops, Redis errors, tail lag."""
+    """Commands by outcome, command latency, connections by role, drops, Redis errors, tail lag, Redis."""
 
-    def __init__(self) -> None:
+    def __init__(self, connections: ConnectionLimits | None = None) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
+        # TCP connections and their refusals, as the node's gate counts them (server.connections).
+        r.register(_ConnectionsCollector(connections))
         self.commands = Counter(
             "orchestra_commands",
             "Commands answered, by outcome and rejection code",
@@ -38,6 +46,17 @@ class Metrics:
             "orchestra_tail_lag_seconds", "Age of the newest envelope when its tail delivered it", registry=r
         )
         self.games = Gauge("orchestra_live_games", "Games held in memory on this node", registry=r)
+        self.damaged = Counter(
+            "orchestra_damaged_reads",
+            "Reads of a game that found a stored envelope this server cannot decode (damaged_game)",
+            registry=r,
+        )
+        self.redis_info = Gauge(
+            "orchestra_redis_info",
+            "The Redis the event store runs on (always 1): its version, and whether it is the embedded one",
+            ["version", "embedded"],
+            registry=r,
+        )
         for role in ("player", "spectator"):
             self.connections.labels(role)
         # Every accepted command counts here: the child is looked up once, not per command.
@@ -55,3 +74,31 @@ class Metrics:
     def render(self) -> bytes:
         """The text exposition format."""
         return generate_latest(self.registry)
+
+
+class _ConnectionsCollector(Collector):
+    """Reads the gate's counts when scraped (zeros without a gate: an app served by other means)."""
+
+    def __init__(self, connections: ConnectionLimits | None) -> None:
+        self.connections = connections
+
+    def collect(self) -> Iterator[Metric]:
+        counts = self.connections
+        refused = CounterMetricFamily(
+            "orchestra_connections_refused",
+            "TCP connections closed by the node's limits, by reason",
+            labels=["reason"],
+        )
+        for reason in REASONS:
+            refused.add_metric([reason], counts.refused[reason] if counts else 0)
+        yield refused
+        yield GaugeMetricFamily(
+            "orchestra_tcp_connections",
+            "Open TCP connections on this node, HTTP and websocket",
+            value=counts.open if counts else 0,
+        )
+        yield GaugeMetricFamily(
+            "orchestra_tcp_connections_limit",
+            "TCP connections this node accepts at once (ORCHESTRA_MAX_CONNECTIONS or what fits)",
+            value=counts.limits.max_connections if counts else 0,
+        )

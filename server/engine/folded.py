@@ -124,10 +124,7 @@ class FoldedGame:
         if [r.version for r in fresh] != list(range(version + 1, version + 1 + len(fresh))):
             got = next(r.version for i, r in enumerate(fresh, version + 1) if r.version != i)
             raise GapError(f"{self.game_id}: got version {got} past version {version}")
-        try:
-            envelopes = [envelope.decode(r.data) for r in fresh] if decoded is None else decoded[skip:]
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            raise UnreadableGame(f"game {self.game_id}: an envelope does not decode: {exc}") from None
+        envelopes = decode_all(self.game_id, fresh) if decoded is None else decoded[skip:]
         events: list[Event] = [env.event for env in envelopes]
         self.before = self.board.view
         if len(events) > INCREMENTAL_UP_TO:
@@ -139,3 +136,14 @@ class FoldedGame:
         self.board, self.last_at = board, envelopes[-1].at
         self.head = envelope.chain_hash(fresh[-1].data) if head is None else head
         return fresh
+
+
+def decode_all(game_id: str, records: Sequence[Record]) -> list[Envelope]:
+    """The envelopes of stored records. Raises: UnreadableGame naming the first that does not decode."""
+    envelopes: list[Envelope] = []
+    for record in records:
+        try:
+            envelopes.append(envelope.decode(record.data))
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise UnreadableGame(game_id, record.version, str(exc)) from None
+    return envelopes

@@ -14,16 +14,17 @@ from collections.abc import Callable, Sequence
 
 import msgspec
 
-from domain import CreateGame, Game, UnknownGame, decide
+from domain import CreateGame, Game, GameCreated, UnknownGame, decide
 from projections import View, project
 from server import auth
 from server.clock import utc_now
 from server.engine import envelope
 from server.engine.envelope import Record
-from server.engine.folded import SPACES_CACHE_BYTES, FoldedGame, GapError
+from server.engine.folded import SPACES_CACHE_BYTES, FoldedGame, GapError, decode_all
 from server.engine.owner import Command, LiveGame, Node, Outcome
+from server.engine.signing import Signer
 from server.metrics import Metrics
-from server.store import EventStore, StoreUnavailable
+from server.store import EventStore, StoreUnavailable, UnreadableGame
 
 log = logging.getLogger(__name__)
 
@@ -60,14 +61,23 @@ class Games:
         failpoint: str | None = None,
         max_live_games: int = 10_000,
         view_cache_bytes: int = SPACES_CACHE_BYTES,
+        signer: Signer | None = None,
     ) -> None:
+        """`signer` signs every envelope this node writes; without one, a key of its own is made (tests
+        and benchmarks: no verifier knows it unless given `self.node.signer`)."""
         self.store = store
         self.metrics = metrics or Metrics()
         self.max_placements = max_placements
         self.max_live_games = max_live_games
         self.view_cache_bytes = view_cache_bytes
         self.node = Node(
-            store, clock, self.metrics, retries=retries, command_timeout=command_timeout, failpoint=failpoint
+            store,
+            clock,
+            self.metrics,
+            signer or Signer.generate(),
+            retries=retries,
+            command_timeout=command_timeout,
+            failpoint=failpoint,
         )
         self._games: OrderedDict[str, LiveGame] = OrderedDict()
         self._loading: dict[str, asyncio.Future[LiveGame | None]] = {}
@@ -101,12 +111,18 @@ class Games:
         if watch is not None:
             credentials[auth.WATCH] = auth.digest(watch)
         command_id = f"create:{auth.new_token()[:16]}"
-        _, data, _ = envelope.seal(game_id, 0, envelope.GENESIS, self.node.clock(), command_id, None, events)
+        node = self.node
+        _, data, _ = envelope.seal(
+            game_id, 0, envelope.GENESIS, node.clock(), command_id, None, events, node.signer
+        )
         await self.store.create(game_id, data[0], credentials)
         log.info("game created", extra={"game_id": game_id, "version": 1, "count": len(players)})
+        # The names as the game keeps them (trimmed, NFC: domain.names), not as they were sent.
+        created = events[0]
+        assert isinstance(created, GameCreated)  # what decide answers a CreateGame with
+        names = created.players
         seats = [
-            SeatToken(seat, name, token)
-            for seat, (name, token) in enumerate(zip(players, tokens, strict=True))
+            SeatToken(seat, name, token) for seat, (name, token) in enumerate(zip(names, tokens, strict=True))
         ]
         return Created(game_id=game_id, version=1, seats=seats, watch_token=watch)
 
@@ -123,13 +139,20 @@ class Games:
         With `refresh`, a game already held first folds in what the stream holds past it (one read), so
         the answer is as current as the store. Raises: StoreUnavailable, UnreadableGame.
         """
-        game = self.held(game_id)
-        if game is None:
-            return await self._load(game_id)
-        if refresh and not await game.refresh():
-            self._forget(game_id)
-            return None
-        return game
+        try:
+            game = self.held(game_id)
+            if game is not None and game.damage is not None:
+                self._forget(game_id)  # read it again: an operator may have restored it
+                game = None
+            if game is None:
+                return await self._load(game_id)
+            if refresh and not await game.refresh():
+                self._forget(game_id)
+                return None
+            return game
+        except UnreadableGame as exc:
+            self.node.damaged(exc)
+            raise
 
     async def _load(self, game_id: str) -> LiveGame | None:
         loading = self._loading.get(game_id)
@@ -196,9 +219,13 @@ class Games:
         return await self.store.read(game_id, after, until)
 
     async def view_at(self, game_id: str, version: int) -> View:
-        """The view as it was after event `version`. Raises: StoreUnavailable."""
+        """The view as it was after event `version`. Raises: StoreUnavailable, UnreadableGame."""
         records = await self.store.read(game_id, 0, version)
-        return project([envelope.decode(r.data).event for r in records]).view
+        try:
+            return project([item.event for item in decode_all(game_id, records)]).view
+        except UnreadableGame as exc:
+            self.node.damaged(exc)
+            raise
 
     @property
     def running(self) -> bool:

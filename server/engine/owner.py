@@ -32,6 +32,7 @@ from server.engine import envelope
 from server.engine.envelope import Envelope, Record
 from server.engine.folded import FoldedGame, GapError
 from server.engine.outbox import Outbox
+from server.engine.signing import Signer
 from server.metrics import Metrics
 from server.protocol.frames import DeltaFrame, EventsFrame, HistoryFrame, encode
 from server.protocol.session import LiveView
@@ -113,22 +114,35 @@ class _Plan:
 
 
 class Node:
-    """What every live game of a node shares: its store, clock, limits and metrics."""
+    """What every live game of a node shares: its store, clock, signing key, limits and metrics."""
 
     def __init__(
         self,
         store: EventStore,
         clock: Callable[[], str],
         metrics: Metrics,
+        signer: Signer,
         *,
         retries: int = 20,
         command_timeout: float = 2.0,
         retry_delay: float = 0.5,
         failpoint: str | None = None,
     ) -> None:
-        self.store, self.clock, self.metrics = store, clock, metrics
+        self.store, self.clock, self.metrics, self.signer = store, clock, metrics, signer
         self.retries, self.command_timeout, self.retry_delay = retries, command_timeout, retry_delay
         self.failpoint = failpoint
+        self._reported: set[tuple[str, int]] = set()
+
+    def damaged(self, exc: UnreadableGame) -> None:
+        """Count a read that found a damaged envelope; log it at error level once per game and version
+        (a page or a client asking again and again must not flood the log)."""
+        self.metrics.damaged.inc()
+        if (exc.game_id, exc.version) not in self._reported:
+            self._reported.add((exc.game_id, exc.version))
+            log.error(
+                "damaged game: a stored envelope cannot be read",
+                extra={"game_id": exc.game_id, "version": exc.version, "error": exc.detail},
+            )
 
 
 class LiveGame:
@@ -149,6 +163,7 @@ class LiveGame:
         self._refreshing: asyncio.Future[bool] | None = None  # a read in flight that callers share
         self._credentials: dict[str, str] | None = None  # written once, at creation: read once
         self.gone = False  # the stream was deleted (archived)
+        self.damage: UnreadableGame | None = None  # the stream holds an envelope that cannot be read
 
     @property
     def version(self) -> int:
@@ -168,6 +183,9 @@ class LiveGame:
         submission = Submission(command, reply)
         if self.gone:
             submission.answer(UnknownGame("no such game"))
+            return submission
+        if self.damage is not None:
+            submission.answer(self.damage)
             return submission
         loop = asyncio.get_running_loop()
         # A timer, not asyncio.timeout: no task or context manager per command.
@@ -276,7 +294,7 @@ class LiveGame:
         """Decide each command on the state the ones before it leave."""
         folded = self.folded
         state, version, head = folded.board.game, folded.version, folded.head
-        at = self._node.clock()
+        at, signer = self._node.clock(), self._node.signer
         plans: list[_Plan] = []
         refused: list[tuple[Submission, Rejected]] = []
         for submission in batch:
@@ -287,7 +305,7 @@ class LiveGame:
                 refused.append((submission, exc))
                 continue
             items, data, head = envelope.seal(
-                self.game_id, version, head, at, command.id, command.seat, events
+                self.game_id, version, head, at, command.id, command.seat, events, signer
             )
             plans.append(_Plan(submission, version, items, data, head))
             version += len(events)
@@ -317,7 +335,9 @@ class LiveGame:
         keep: list[Submission] = []
         for submission in again:
             submission.attempts += 1
-            if submission.attempts > self._node.retries:
+            if self.damage is not None:
+                submission.answer(self.damage)
+            elif submission.attempts > self._node.retries:
                 message = f"game {self.game_id}: too many concurrent writers, retry with the same id"
                 submission.answer(StoreUnavailable(message))
             else:
@@ -371,6 +391,11 @@ class LiveGame:
                 for submission in self._waiting:
                     submission.answer(UnknownGame("no such game"))
                 self._waiting = []
+        except UnreadableGame as exc:
+            self._node.damaged(exc)
+            for submission in self._waiting:
+                submission.answer(exc)
+            self._waiting = []
         except StoreError:
             # Decided on what this node holds, a command gets a conflict and another catch-up.
             self._node.metrics.redis_errors.inc()
@@ -387,7 +412,11 @@ class LiveGame:
         except UnreadableGame as exc:
             if strict:
                 raise
-            log.error("unreadable envelope", extra={"game_id": self.game_id, "error": str(exc)})
+            self._node.damaged(exc)
+            self.damage = exc
+            for submission in self._waiting:
+                submission.answer(exc)
+            self._waiting = []
             return
         if fresh:
             self._publish(fresh)

@@ -37,10 +37,15 @@ from server.protocol.frames import (
     rejected,
 )
 from server.protocol.limits import TokenBucket
+from server.store import StoreFull, UnreadableGame
 
 POLICY = 1008
 TOO_SLOW = 1013
+# The game's stored history cannot be read: reconnecting cannot help until an operator restores it.
+DAMAGED = 1011
 HISTORY_CHUNK = 200
+# RFC 6455: a close frame's payload is at most 125 bytes, two of them the code.
+MAX_CLOSE_REASON_BYTES = 123
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,7 +224,7 @@ class Session:
     def refuse(self, code: str, message: str, close_code: int) -> list[Action]:
         """Refuse the connection: a rejection, then the close."""
         self.state = State.CLOSED
-        return [Send(rejected(None, code, message, 0), code), Close(close_code, message[:120])]
+        return [Send(rejected(None, code, message, 0), code), Close(close_code, close_reason(message))]
 
     def history(self, data: Sequence[bytes]) -> list[Send]:
         """The frames carrying stored envelopes (history after the welcome), in chunks."""
@@ -235,11 +240,17 @@ class Session:
         return Send(encode(Accepted(id=command_id, version=version, events=events)))
 
     def refused(self, command_id: str, error: Exception, version: int) -> Send:
-        """The answer to a command that was not written: the rule's rejection, or `unavailable` when the
-        store did not answer (the command may have been written: retry with the same id)."""
+        """The answer to a command that was not written: the rule's rejection, `store_full` when the store
+        refused the write for want of room, or `unavailable` when the store did not answer (the command
+        may have been written: retry with the same id)."""
         self.version = version
         if isinstance(error, Rejected):
             return Send(rejected(command_id, error.code, error.message, version), error.code)
+        if isinstance(error, UnreadableGame):
+            return Send(rejected(command_id, "damaged_game", str(error), version), "damaged_game")
+        if isinstance(error, StoreFull):
+            message = "the event store is full; the command was not written"
+            return Send(rejected(command_id, "store_full", message, version), "store_full")
         message = "the event store did not answer; retry with the same id"
         return Send(rejected(command_id, "unavailable", message, version), "unavailable")
 
@@ -257,6 +268,14 @@ def _seat_of(token: str | None, public: bool, credentials: Mapping[str, str]) ->
     if field == auth.WATCH:
         return -1
     return int(field.split(":", 1)[1])
+
+
+def close_reason(text: str) -> str:
+    """`text` cut to at most 123 UTF-8 bytes (a close frame's limit) at a character boundary; a character
+    UTF-8 cannot encode (a lone surrogate) becomes "?"."""
+    data = text.encode("utf-8", "replace")[:MAX_CLOSE_REASON_BYTES]
+    # "ignore" drops the bytes of a character the cut split in two: only whole characters remain.
+    return data.decode("utf-8", "ignore")
 
 
 def _size(text: str) -> int:

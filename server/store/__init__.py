@@ -13,6 +13,7 @@ from server.store.port import (
     GameNotFound,
     Known,
     StoreError,
+    StoreFull,
     StoreUnavailable,
     UnreadableGame,
 )
@@ -26,6 +27,7 @@ __all__ = [
     "Current",
     "Known",
     "StoreError",
+    "StoreFull",
     "StoreUnavailable",
     "UnreadableGame",
 ]

@@ -2,6 +2,7 @@
 
     StoreError               every failure of the store, translated from the driver at the boundary
     ├── StoreUnavailable     the store cannot be reached or did not answer in time (retry later)
+    ├── StoreFull            the store is out of memory and refuses writes (nothing was written)
     ├── ConcurrencyConflict  the stream is not at the expected version (re-read and re-decide)
     │   └── GameNotFound     append to a game never created (a re-read finds version 0)
     ├── GameExists           a game with this id was already created
@@ -29,6 +30,11 @@ class StoreUnavailable(StoreError):
     """The store cannot be reached now."""
 
 
+class StoreFull(StoreError):
+    """The store refuses writes: it is full (Redis at `maxmemory` with `noeviction`). Nothing was written;
+    reads still work, and writes work again once an operator makes room (archives games, adds memory)."""
+
+
 class ConcurrencyConflict(StoreError):
     """The stream's version is not the expected one."""
 
@@ -46,7 +52,15 @@ class GameNotFound(ConcurrencyConflict):
 
 
 class UnreadableGame(StoreError):
-    """A game's stream holds an envelope this server cannot decode."""
+    """A game's stream holds an envelope this server cannot decode (damaged, or from a newer schema).
+
+    Not an outage: retrying cannot help until an operator restores the game, so it is reported as
+    `damaged_game`, naming the game and the first version that does not decode.
+    """
+
+    def __init__(self, game_id: str, version: int, detail: str) -> None:
+        super().__init__(f"game {game_id!r}: the envelope at version {version} cannot be read: {detail}")
+        self.game_id, self.version, self.detail = game_id, version, detail
 
 
 class GameExists(StoreError):
@@ -73,7 +87,7 @@ class EventStore(Protocol):
     async def create(self, game_id: str, data: bytes, credentials: Mapping[str, str]) -> None:
         """Write a game's first envelope (version 1) and its credentials together, or nothing.
 
-        Raises: GameExists, StoreUnavailable.
+        Raises: GameExists, StoreFull, StoreUnavailable.
         """
 
     async def append(
@@ -82,7 +96,7 @@ class EventStore(Protocol):
         """Append envelopes as versions expected+1.. atomically, once per command key (game-scoped).
 
         A command key seen before returns its first outcome with duplicate=True and writes nothing.
-        Raises: ConcurrencyConflict, StoreUnavailable.
+        Raises: ConcurrencyConflict, StoreFull, StoreUnavailable.
         """
 
     async def append_many(

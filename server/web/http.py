@@ -13,9 +13,11 @@ from starlette.responses import Response, StreamingResponse
 from domain import Rejected
 from domain.messages import Name
 from server import auth
+from server.clock import utc_now
 from server.engine.owner import LiveGame
+from server.engine.trailer import trailer_line
 from server.protocol import schema
-from server.store import StoreError, UnreadableGame
+from server.store import StoreError, StoreFull, UnreadableGame
 from server.web.context import Context
 
 _encode = msgspec.json.Encoder().encode
@@ -56,6 +58,15 @@ def unavailable() -> Response:
     return error(503, "unavailable", "the event store cannot be reached; retry")
 
 
+def store_error(exc: StoreError) -> Response:
+    """The answer to a store error reading a game: `damaged_game` (500, naming the game and the version
+    that cannot be read; retrying cannot help) or `unavailable` (503, retry)."""
+    if isinstance(exc, UnreadableGame):
+        body = {"code": "damaged_game", "message": str(exc), "game_id": exc.game_id, "version": exc.version}
+        return json(body, 500)
+    return unavailable()
+
+
 def _bearer(request: Request) -> str | None:
     header = request.headers.get("authorization", "")
     scheme, _, value = header.partition(" ")
@@ -79,6 +90,8 @@ async def create_game(request: Request) -> Response:
         return error(400, "bad_request", str(exc))
     except Rejected as exc:
         return error(400, exc.code, exc.message)
+    except StoreFull:
+        return error(507, "store_full", "the event store is full: no game can be created until room is made")
     except StoreError:
         return unavailable()
     return json(created, 201)
@@ -126,14 +139,18 @@ async def get_game(request: Request) -> Response:
         if version is None:
             return error(400, "bad_request", f"at must be an integer from 1 to {game.version}")
         return json(await ctx.games.view_at(game_id, version))
-    except StoreError:
-        return unavailable()
+    except StoreError as exc:
+        return store_error(exc)
 
 
 async def get_events(request: Request) -> Response:
-    """GET /games/{id}/events: every envelope after `?after=N`, one JSON object per line."""
+    """GET /games/{id}/events: every envelope after `?after=N`, one JSON object per line; with
+    `?trailer=true`, then a signed trailer stating the last version sent and its hash."""
     ctx: Context = request.app.state.ctx
     game_id = request.path_params["game_id"]
+    trailer = _flag(request.query_params.get("trailer"))
+    if trailer is None:
+        return error(400, "bad_request", "trailer must be true or false")
     try:
         game = await ctx.games.get(game_id, refresh=True)
         refusal = await may_read(request, ctx, game_id, game)
@@ -143,15 +160,26 @@ async def get_events(request: Request) -> Response:
         if after is None:
             return error(400, "bad_request", "after must be an integer >= 0")
         records = await ctx.games.history(game_id, after)
-    except StoreError:
-        return unavailable()
+        end = b""
+        if trailer and records:
+            end = trailer_line(game_id, records, utc_now(), ctx.games.node.signer) + b"\n"
+    except StoreError as exc:
+        return store_error(exc)
 
     async def lines() -> AsyncIterator[bytes]:
         for start in range(0, len(records), 500):
             yield b"".join(r.data + b"\n" for r in records[start : start + 500])
             await asyncio.sleep(0)  # a long history goes out in slices that other games' work runs between
+        if end:
+            yield end
 
     return StreamingResponse(lines(), media_type="application/x-ndjson")
+
+
+async def signing_keys(request: Request) -> Response:
+    """GET /signing-keys: the public keys that verify this server's envelopes, the current one first."""
+    ctx: Context = request.app.state.ctx
+    return json({"current": ctx.keys.current, "keys": ctx.keys.listing()})
 
 
 async def healthz(request: Request) -> Response:
@@ -197,7 +225,7 @@ async def may_read(request: Request, ctx: Context, game_id: str, game: LiveGame 
 
 async def _read_body(request: Request, limit: int) -> bytes | None:
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    if declared is not None and _digits(declared) and int(declared) > limit:
         return None
     body = bytearray()
     async for chunk in request.stream():
@@ -207,10 +235,23 @@ async def _read_body(request: Request, limit: int) -> bytes | None:
     return bytes(body)
 
 
+def _flag(value: str | None) -> bool | None:
+    """A boolean query parameter: true/1 or false/0, absent is false; None if anything else."""
+    if value is None or value in ("false", "0"):
+        return False
+    return True if value in ("true", "1") else None
+
+
+def _digits(value: str) -> bool:
+    """Whether `value` is ASCII digits only: int() would also take " 12 ", "1_000" and "١٢"."""
+    return value.isascii() and value.isdigit()
+
+
 def _int(value: str | None, *, default: int | None, low: int, high: int | None) -> int | None:
+    """A numeric query parameter: ASCII digits only (at most 12), within low..high; None if not."""
     if value is None:
         return default
-    if not value.isdigit() or len(value) > 12:
+    if not _digits(value) or len(value) > 12:
         return None
     number = int(value)
     if number < low or (high is not None and number > high):

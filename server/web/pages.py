@@ -23,7 +23,7 @@ from domain import Token, legal_spaces
 from domain.rules import materials_needed
 from server.store import StoreError
 from server.web.context import Context
-from server.web.http import error, json, may_read, unavailable
+from server.web.http import error, json, may_read, store_error
 
 STATIC = Path(__file__).resolve().parent / "static"
 
@@ -78,8 +78,8 @@ async def legal(request: Request) -> Response:
     try:
         game = await ctx.games.get(game_id)
         refusal = await may_read(request, ctx, game_id, game)
-    except StoreError:
-        return unavailable()
+    except StoreError as exc:
+        return store_error(exc)
     if refusal is not None:
         return refusal
     assert game is not None and game.folded.board.game.layout is not None

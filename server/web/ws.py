@@ -19,6 +19,7 @@ from server.compat.uvicorn import shared_writer
 from server.engine.outbox import Outbox
 from server.engine.owner import Command, Follower, LiveGame, Outcome
 from server.protocol.session import (
+    DAMAGED,
     TOO_SLOW,
     Action,
     Close,
@@ -29,8 +30,9 @@ from server.protocol.session import (
     Session,
     State,
     Submit,
+    close_reason,
 )
-from server.store import StoreError
+from server.store import StoreError, UnreadableGame
 from server.web.context import Context
 
 log = logging.getLogger(__name__)
@@ -62,6 +64,9 @@ async def game_socket(websocket: WebSocket) -> None:
         public = game is not None and game.folded.board.game.spectators == "public"
         token = actions[0].hello.token
         credentials = await game.credentials() if game is not None and token else {}
+    except UnreadableGame as exc:
+        await _carry_out(websocket, ctx, session, session.refuse("damaged_game", str(exc), DAMAGED))
+        return
     except StoreError:
         await _carry_out(
             websocket,
@@ -199,4 +204,4 @@ def _submit(
 
 async def _close(websocket: WebSocket, code: int, reason: str) -> None:
     with contextlib.suppress(Exception):
-        await websocket.close(code, reason[:120])
+        await websocket.close(code, close_reason(reason))

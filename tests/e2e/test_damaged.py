@@ -1,39 +1,133 @@
-"""A game whose stream holds an envelope the server cannot decode is refused alone; the others are served."""
+"""A game whose stream holds an envelope the server cannot decode is reported as damaged, naming the game
+and the version, on every way in; it is logged and counted; the other games are served as usual."""
 
 from __future__ import annotations
 
+import re
 import uuid
 from typing import Any
 
 import httpx
 import pytest
 import redis
-from support.e2e import new_game
+from support.e2e import PERF, STRINGS, expect_accepted, log_lines, new_game
 from support.redis import RedisProcess
+
+from orchestra_client import ConnectionRefused, GameClient
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
+DAMAGED_CLOSE = 1011
 
-async def test_a_damaged_stream_answers_unavailable_and_does_not_hide_the_other_games(
-    start_server: Any, tmp_path: Any
-) -> None:
-    own = RedisProcess(tmp_path / "redis").start()  # a Redis of this test alone: it writes a bad stream
+
+def _damage(url: str, game_id: str, version: int) -> None:
+    """Append an envelope that does not decode at `version`, as whoever can write to Redis could."""
+    client = redis.Redis.from_url(url)
     try:
-        server = start_server(redis_url=own.url)
-        good, _ = await new_game(server.url, ["Ada"])
-        damaged = f"bad{uuid.uuid4().hex[:8]}"
-        client = redis.Redis.from_url(own.url)
-        try:
-            client.xadd(f"orchestra:{{{damaged}}}:events", {"e": b'{"not": "an envelope"}'}, id="0-1")
-            client.zadd("orchestra:games", {damaged: 10**18})
-        finally:
-            client.close()
-        async with httpx.AsyncClient(base_url=server.url, timeout=10) as http:
-            listed = (await http.get("/games")).json()
-            assert [g["game_id"] for g in listed] == [good]
-            answer = await http.get(f"/games/{damaged}")
-            assert answer.status_code == 503 and answer.json()["code"] == "unavailable"
-            assert (await http.get(f"/games/{good}")).status_code == 200
-        assert "Traceback" not in server.logs()
+        client.xadd(f"orchestra:{{{game_id}}}:events", {"e": b'{"not": "an envelope"}'}, id=f"0-{version}")
+        client.zadd("orchestra:games", {game_id: 10**18}, nx=True)
     finally:
-        own.stop()
+        client.close()
+
+
+def _damaged_reads(metrics: str) -> float:
+    found = re.search(r"^orchestra_damaged_reads_total (\S+)$", metrics, re.MULTILINE)
+    assert found is not None, "orchestra_damaged_reads_total is not exported"
+    return float(found.group(1))
+
+
+@pytest.fixture
+def own_redis(tmp_path: Any) -> Any:
+    """A Redis of this test alone: the test writes damaged streams to it."""
+    server = RedisProcess(tmp_path / "redis").start()
+    yield server
+    server.stop()
+
+
+async def test_a_damaged_game_is_reported_with_its_version_everywhere_and_alone(
+    start_server: Any, own_redis: Any
+) -> None:
+    server = start_server(redis_url=own_redis.url)
+    good, good_tokens = await new_game(server.url, ["Ada"])
+    hurt, hurt_tokens = await new_game(server.url, ["Ben"])
+    async with await GameClient.connect(server.url, hurt, hurt_tokens[0], reconnect=False) as ben:
+        expect_accepted(await ben.place(PERF, "viola"))
+    _damage(own_redis.url, hurt, 3)
+
+    async with httpx.AsyncClient(base_url=server.url, timeout=10) as http:
+        before = _damaged_reads((await http.get("/metrics")).text)
+        for path in (f"/games/{hurt}", f"/games/{hurt}/events", f"/games/{hurt}?at=1"):
+            answer = await http.get(path)
+            assert answer.status_code == 500, path
+            body = answer.json()
+            assert (body["code"], body["game_id"], body["version"]) == ("damaged_game", hurt, 3), path
+            assert hurt in body["message"] and "version 3" in body["message"]
+        # The other games are served, listed and playable as usual.
+        assert (await http.get(f"/games/{good}")).status_code == 200
+        assert good in [g["game_id"] for g in (await http.get("/games")).json()]
+        after = _damaged_reads((await http.get("/metrics")).text)
+    assert after >= before + 3
+
+    # A websocket hello gets the same code and a close that tells clients not to come back.
+    with pytest.raises(ConnectionRefused) as refused:
+        await GameClient.connect(server.url, hurt)
+    assert refused.value.code == DAMAGED_CLOSE
+    assert refused.value.frame is not None and refused.value.frame["code"] == "damaged_game"
+    assert "version 3" in refused.value.frame["message"]
+    async with await GameClient.connect(server.url, good, good_tokens[0], reconnect=False) as ada:
+        expect_accepted(await ada.place(PERF, "viola"))
+
+    # Logged at error level, naming the game and the version, once however often it is read.
+    damaged = [line for line in log_lines(server.logs()) if line.get("level") == "error"]
+    assert [(line["game_id"], line["version"]) for line in damaged] == [(hurt, 3)]
+    assert "Traceback" not in server.logs()
+
+    # Once an operator restores the stream (here: its good envelopes written back), the game is served
+    # again, without a restart.
+    client = redis.Redis.from_url(own_redis.url)
+    key = f"orchestra:{{{hurt}}}:events"
+    try:
+        good_entries = client.xrange(key, "0-1", "0-2")
+        client.delete(key)
+        for entry_id, fields in good_entries:
+            client.xadd(key, fields, id=entry_id)
+    finally:
+        client.close()
+    async with httpx.AsyncClient(base_url=server.url, timeout=10) as http:
+        answer = await http.get(f"/games/{hurt}")
+        assert answer.status_code == 200 and answer.json()["version"] == 2
+    async with await GameClient.connect(server.url, hurt, hurt_tokens[0], reconnect=False) as ben:
+        expect_accepted(await ben.place(STRINGS, "cello"))
+
+
+async def test_a_followed_game_damaged_under_its_clients_refuses_its_next_command_as_damaged(
+    start_server: Any, own_redis: Any
+) -> None:
+    server = start_server(redis_url=own_redis.url)
+    game_id, tokens = await new_game(server.url, ["Ada", "Ben"])
+    async with (
+        await GameClient.connect(server.url, game_id, tokens[0], reconnect=False) as ada,
+        await GameClient.connect(server.url, game_id, tokens[1], reconnect=False) as ben,
+    ):
+        expect_accepted(await ada.place(PERF, "viola"))
+        _damage(own_redis.url, game_id, 3)
+        # The command loses the race for version 3 and the catch-up read finds the damage.
+        answer = await ben.place(STRINGS, "cello")
+        assert (answer["type"], answer["code"]) == ("rejected", "damaged_game")
+        assert "version 3" in answer["message"]
+    async with httpx.AsyncClient(base_url=server.url, timeout=10) as http:
+        assert _damaged_reads((await http.get("/metrics")).text) >= 1
+
+
+async def test_a_game_whose_first_envelope_is_damaged_is_not_listed_and_reports_version_1(
+    start_server: Any, own_redis: Any
+) -> None:
+    server = start_server(redis_url=own_redis.url)
+    good, _ = await new_game(server.url, ["Ada"])
+    damaged = f"bad{uuid.uuid4().hex[:8]}"
+    _damage(own_redis.url, damaged, 1)
+    async with httpx.AsyncClient(base_url=server.url, timeout=10) as http:
+        assert [g["game_id"] for g in (await http.get("/games")).json()] == [good]
+        answer = await http.get(f"/games/{damaged}")
+        assert answer.status_code == 500
+        assert (answer.json()["code"], answer.json()["version"]) == ("damaged_game", 1)

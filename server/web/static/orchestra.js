@@ -421,6 +421,13 @@ class Live {
         showError(`The server refused this page: ${event.reason || "not allowed"}`);
         return;
       }
+      if (event.code === 1011) {
+        // damaged_game: the stored history cannot be read; reconnecting cannot help until it is restored.
+        this.stopped = true;
+        this.status("damaged", "damaged");
+        showError(`This game cannot be shown: ${event.reason || "its stored history is damaged"}`);
+        return;
+      }
       // 1012 (restart), 1013 (busy) or a drop: again after a random wait under a doubling ceiling, so the
       // pages a restart closed together do not all come back in the same instant.
       this.status("reconnecting", "reconnecting\u2026");
