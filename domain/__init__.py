@@ -7,6 +7,7 @@
 """
 
 from domain.errors import (
+    BadName,
     BadRequest,
     Forbidden,
     GameOver,
@@ -46,6 +47,7 @@ from domain.rules import describe, legal_spaces
 __all__ = [
     "BUILTIN_LAYOUTS",
     "STANDARD",
+    "BadName",
     "BadRequest",
     "BaseCommand",
     "BaseEvent",

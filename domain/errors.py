@@ -2,6 +2,7 @@
 
     Rejected                 every refusal; `code` is the wire code, the message is for the player
     ├── BadRequest           bad_request: a value the rules cannot read (unknown space, wrong materials)
+    │   └── BadName          bad_request: a player's name breaks the name rules (domain.names)
     ├── Forbidden            forbidden: not this seat's to do
     ├── UnknownGame          unknown_game: no such game (yet)
     ├── GameOver             game_over: the game has ended
@@ -31,6 +32,10 @@ class BadRequest(Rejected):
     """A value the rules cannot read."""
 
     code = "bad_request"
+
+
+class BadName(BadRequest):
+    """A player's name breaks the name rules (domain.names); `bad_request` on the wire."""
 
 
 class Forbidden(Rejected):

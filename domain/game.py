@@ -37,6 +37,7 @@ from domain.messages import (
     Score,
     Token,
 )
+from domain.names import player_names
 from domain.rules import (
     add,
     canonical,
@@ -313,14 +314,13 @@ def _create(state: Game, command: CreateGame, layouts: Mapping[str, Layout]) -> 
         raise BadRequest(f"game {state.game_id!r} already exists")
     if not 1 <= len(command.players) <= 4:
         raise BadRequest("a game needs 1 to 4 players")
-    if any(not 1 <= len(name) <= 40 for name in command.players):
-        raise BadRequest("a player's name must be 1 to 40 characters")
+    players = player_names(command.players)
     layout = layouts.get(command.layout)
     if layout is None:
         raise BadRequest(f"unknown layout {command.layout!r}; known: {join_ids(sorted(layouts))}")
     return GameCreated(
         game_id=command.game_id,
-        players=command.players,
+        players=players,
         layout=layout,
         spectators=command.spectators,
         max_placements=command.max_placements,

@@ -20,7 +20,8 @@ from domain.vocabulary import Consolation, Era, Family, Material, Spectators
 
 CommandId = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9._:-]{1,64}\Z")]
 Seat = Annotated[int, msgspec.Meta(ge=0, le=3)]
-Name = Annotated[str, msgspec.Meta(min_length=1, max_length=40)]
+# A name as sent: bounded here only in size; domain.names decides what a name may be (trimmed, 1 to 32).
+Name = Annotated[str, msgspec.Meta(max_length=128)]
 Skill = Annotated[int, msgspec.Meta(ge=1, le=10)]
 Ref = Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
 Amounts = dict[str, int]

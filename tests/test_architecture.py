@@ -22,6 +22,7 @@ PURE_STDLIB = {
     "operator",
     "types",
     "abc",
+    "unicodedata",
 }
 ALLOWED = {
     "domain": PURE_STDLIB | {"msgspec", "domain"},

@@ -172,7 +172,9 @@ def test_a_value_outside_its_type_is_a_validation_error(field: str, value: objec
         pytest.param(
             b'{"type":"create_game","game_id":"g","players":["a","b","c","d","e"]}', id="five-players"
         ),
-        pytest.param(b'{"type":"create_game","game_id":"g","players":[""]}', id="empty-player-name"),
+        pytest.param(
+            b'{"type":"create_game","game_id":"g","players":["%s"]}' % (b"x" * 129), id="oversized-name"
+        ),
     ],
 )
 def test_a_missing_or_unknown_part_is_a_validation_error(text: bytes) -> None:

@@ -287,8 +287,8 @@ def test_creating_a_game_that_exists_is_a_bad_request() -> None:
     [
         pytest.param((), "a game needs 1 to 4 players", id="no-players"),
         pytest.param(("a", "b", "c", "d", "e"), "a game needs 1 to 4 players", id="five-players"),
-        pytest.param(("Ada", ""), "a player's name must be 1 to 40 characters", id="empty-name"),
-        pytest.param(("x" * 41,), "a player's name must be 1 to 40 characters", id="name-too-long"),
+        pytest.param(("Ada", ""), "a player's name must be 1 to 32 characters", id="empty-name"),
+        pytest.param(("x" * 33,), "a player's name must be 1 to 32 characters", id="name-too-long"),
     ],
 )
 def test_a_create_command_built_without_decoding_is_still_checked(
