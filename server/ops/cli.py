@@ -144,11 +144,13 @@ def _server_option(parser: argparse.ArgumentParser) -> None:
 
 
 def _settings(args: argparse.Namespace) -> Settings | None:
-    """The server's settings: ORCHESTRA_* variables, then the command's options; None (said) if invalid."""
+    """The server's settings: ORCHESTRA_* variables, then the command's options; None (said) if invalid,
+    or if the API key is one a server must not start with (server.auth.api_key_problem)."""
+    from server.auth import api_key_problem
     from server.config import from_env
 
     try:
-        return from_env(
+        settings = from_env(
             host=args.host,
             port=args.port,
             redis_url=args.redis_url,
@@ -157,6 +159,11 @@ def _settings(args: argparse.Namespace) -> Settings | None:
     except ValueError as exc:
         print(f"orchestra: {exc}", file=sys.stderr)
         return None
+    problem = api_key_problem(settings.api_key)
+    if problem is not None:
+        print(f"orchestra: {problem}; the server was not started", file=sys.stderr)
+        return None
+    return settings
 
 
 def _serve(args: argparse.Namespace) -> int:

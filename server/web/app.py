@@ -16,6 +16,7 @@ from pathlib import Path
 from starlette.applications import Starlette
 from starlette.routing import Route, WebSocketRoute
 
+from server.auth import api_key_problem
 from server.config import Settings
 from server.engine.games import Games
 from server.metrics import Metrics
@@ -34,6 +35,10 @@ def create_app(settings: Settings | None = None, store: EventStore | None = None
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        # `orchestra serve` says so before it starts; this stops an app started any other way too.
+        problem = api_key_problem(settings.api_key)
+        if problem is not None:
+            raise RuntimeError(problem)
         embedded: EmbeddedRedis | None = None
         opened = store
         if opened is None:

@@ -334,3 +334,13 @@ def test_systemd_analyze_verify_accepts_the_unit(tmp_path: Path) -> None:
     )
     complaints = [line for line in (done.stdout + done.stderr).splitlines() if "orchestra.service" in line]
     assert done.returncode == 0 and complaints == [], done.stdout + done.stderr
+
+
+def test_every_example_api_key_is_a_placeholder_the_server_refuses_to_start_with() -> None:
+    """An operator who copies an example without replacing its API key gets a server that says so."""
+    from server.auth import api_key_problem
+
+    keys = {name: env["ORCHESTRA_API_KEY"] for name, env in settings_sources() if "ORCHESTRA_API_KEY" in env}
+    assert {"k8s Secret", "orchestra.env"} <= keys.keys()
+    for name, key in keys.items():
+        assert api_key_problem(key) is not None, name

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import subprocess
 import sys
@@ -112,3 +113,50 @@ async def test_replay_past_the_version_fails_with_the_servers_reason(cli_server:
     game_id, _ = await new_game(cli_server.url, ["Ada"])
     done = await orchestra("replay", game_id, "--at", "9", "--server", cli_server.url)
     assert done.returncode == 1 and "400 bad_request" in done.stderr and done.stdout == ""
+
+
+def serve_with_api_key(key: str, directory: Path, redis_url: str) -> subprocess.CompletedProcess[str]:
+    """`orchestra serve --port 0` with ORCHESTRA_API_KEY=key; it must exit on its own (a refusal)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRA_")}
+    env.update(ORCHESTRA_API_KEY=key, ORCHESTRA_REDIS_URL=redis_url, ORCHESTRA_DATA_DIR=str(directory))
+    command = [sys.executable, "-m", "server.ops.cli", "serve", "--port", "0"]
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=30, check=False)
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        pytest.param("", id="empty"),
+        pytest.param("   ", id="whitespace"),
+        pytest.param("change-me", id="change-me"),
+        pytest.param("changeme", id="changeme"),
+        pytest.param("secret", id="secret"),
+        pytest.param("password", id="password"),
+        pytest.param("0123456789abcde", id="15-characters"),
+        pytest.param("abababababababababab", id="too-few-different-characters"),
+        pytest.param("REPLACE-ME-with-a-generated-key", id="the-deploy-examples-placeholder"),
+        pytest.param("Change_Me_0123456789abcdef", id="a-placeholder-word-in-a-long-key"),
+        pytest.param(" 9f8e7d6c5b4a32109f8e ", id="surrounding-whitespace"),
+    ],
+)
+async def test_serve_refuses_to_start_with_an_empty_weak_or_placeholder_api_key(
+    key: str, tmp_path: Path, redis_url: str
+) -> None:
+    done = await asyncio.to_thread(serve_with_api_key, key, tmp_path / "var", redis_url)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "ORCHESTRA_API_KEY" in done.stderr and "not started" in done.stderr
+    assert "running at" not in done.stdout
+    if key.strip():
+        assert key.strip() not in done.stderr  # the message never repeats the key
+    assert not (tmp_path / "var").exists()  # nothing was started, not even the embedded Redis
+
+
+async def test_serve_starts_with_a_generated_api_key(start_server: Any) -> None:
+    key = "9f8e7d6c5b4a32109f8e7d6c"
+    server = start_server(api_key=key)
+    async with httpx.AsyncClient(base_url=server.url, timeout=10) as http:
+        assert (await http.post("/games", json={"players": ["Ada"]})).status_code == 401
+        keyed = await http.post(
+            "/games", json={"players": ["Ada"]}, headers={"authorization": f"Bearer {key}"}
+        )
+        assert keyed.status_code == 201

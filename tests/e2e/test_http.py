@@ -43,7 +43,9 @@ def assert_error(response: httpx.Response, status: int, code: str) -> None:
         pytest.param({"players": []}, id="no-players"),
         pytest.param({"players": ["A", "B", "C", "D", "E"]}, id="five-players"),
         pytest.param({"players": [""]}, id="an-empty-name"),
-        pytest.param({"players": ["x" * 41]}, id="a-41-character-name"),
+        pytest.param({"players": ["x" * 33]}, id="a-33-character-name"),
+        pytest.param({"players": ["Ada", "ADA"]}, id="two-names-equal-ignoring-case"),
+        pytest.param({"players": ["A\u202eda"]}, id="a-bidi-override-in-a-name"),
         pytest.param({"players": ["Ada"], "layout": "moon"}, id="an-unknown-layout"),
         pytest.param({"players": ["Ada"], "colour": "red"}, id="an-unknown-field"),
         pytest.param({"players": ["Ada"], "spectators": "nobody"}, id="unknown-spectators"),
@@ -59,12 +61,12 @@ async def test_creating_a_game_with_a_bad_body_is_a_bad_request(http: httpx.Asyn
     assert (await http.get("/games")).json() == before
 
 
-async def test_a_name_of_40_characters_and_four_players_are_accepted(http: httpx.AsyncClient) -> None:
-    response = await http.post("/games", json={"players": ["x" * 40, "B", "C", "D"]})
+async def test_a_name_of_32_characters_and_four_players_are_accepted(http: httpx.AsyncClient) -> None:
+    response = await http.post("/games", json={"players": ["x" * 32, "B", "C", "D"]})
     assert response.status_code == 201
     created = response.json()
     assert created["version"] == 1 and [s["seat"] for s in created["seats"]] == [0, 1, 2, 3]
-    assert (await http.get(f"/games/{created['game_id']}")).json()["players"][0]["name"] == "x" * 40
+    assert (await http.get(f"/games/{created['game_id']}")).json()["players"][0]["name"] == "x" * 32
 
 
 async def test_invalid_json_is_a_bad_request(http: httpx.AsyncClient) -> None:
@@ -95,7 +97,25 @@ async def test_an_unknown_game_is_404_unknown_game(http: httpx.AsyncClient) -> N
     assert_error(await http.get("/games/no-such-game", params={"at": "1"}), 404, "unknown_game")
 
 
-@pytest.mark.parametrize("at", ["abc", "0", "3", "-1", "1.5", "", " 1", "99999999999999999999"])
+@pytest.mark.parametrize(
+    "at",
+    [
+        "abc",
+        "0",
+        "3",
+        "-1",
+        "1.5",
+        "",
+        " 1",
+        "2 ",
+        "+1",
+        "1_0",
+        "\u0661",
+        "\uff12",
+        "\u00b2",
+        "99999999999999999999",
+    ],
+)
 async def test_at_outside_one_to_the_version_is_a_bad_request(
     http: httpx.AsyncClient, api: Any, at: str
 ) -> None:
@@ -289,10 +309,13 @@ async def test_a_private_game_refuses_a_spectator_without_its_watch_token(
         assert answer["code"] == "forbidden"
 
 
+API_KEY = "k3y-9f8e7d6c5b4a3210"
+
+
 @pytest.fixture(scope="module")
 def keyed(start_module_server: Any) -> Any:
     """A server that needs an API key to create games."""
-    return start_module_server(api_key="secret")
+    return start_module_server(api_key=API_KEY)
 
 
 async def test_creating_a_game_needs_the_api_key_when_one_is_set(keyed: Any) -> None:
@@ -303,9 +326,9 @@ async def test_creating_a_game_needs_the_api_key_when_one_is_set(keyed: Any) -> 
             await http.post("/games", json=body, headers={"authorization": "Bearer wrong"}), 401, "forbidden"
         )
         assert_error(
-            await http.post("/games", json=body, headers={"authorization": "secret"}), 401, "forbidden"
+            await http.post("/games", json=body, headers={"authorization": API_KEY}), 401, "forbidden"
         )
-        created = await http.post("/games", json=body, headers={"authorization": "Bearer secret"})
+        created = await http.post("/games", json=body, headers={"authorization": f"Bearer {API_KEY}"})
         assert created.status_code == 201
         # Reading a public game needs no key.
         assert (await http.get(f"/games/{created.json()['game_id']}")).status_code == 200
