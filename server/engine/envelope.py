@@ -1,7 +1,10 @@
 """The stored and wire form of an event: the envelope, its codec, its hash chain and upcasting.
 
 Every stored envelope carries a schema version and the hash of the previous envelope's bytes (the
-integrity chain), so neither an integrity check nor an upgrade ever needs a migration of old games.
+integrity chain), so neither an integrity check nor an upgrade ever needs a migration of old games. The
+server signs every envelope it writes (`key`, `sig`; see `server.engine.signing`): the chain links the
+envelopes, the signature proves the server wrote each of them. Envelopes written before signing carry
+neither field and still decode.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from typing import Any
 import msgspec
 
 from domain import Event
+from server.engine.signing import ENVELOPE, Signer
 
 SCHEMA_VERSION = 1
 # The `prev` of a game's first envelope: the chain starts from a fixed root.
@@ -30,6 +34,10 @@ class Envelope(msgspec.Struct, frozen=True, gc=False):
     event: Event
     schema: int = SCHEMA_VERSION
     prev: str = GENESIS
+    # The id of the key that signed the envelope, and the signature (None in envelopes written before
+    # signing). Always the last two fields: the signed bytes are the stored line up to `sig`.
+    key: str | None = None
+    sig: str | None = None
 
 
 class Record(msgspec.Struct, frozen=True, gc=False):
@@ -79,12 +87,20 @@ def chain_hash(data: bytes) -> str:
 
 
 def seal(
-    game_id: str, version: int, head: str, at: str, command_id: str, seat: int | None, events: Sequence[Event]
+    game_id: str,
+    version: int,
+    head: str,
+    at: str,
+    command_id: str,
+    seat: int | None,
+    events: Sequence[Event],
+    signer: Signer,
 ) -> tuple[list[Envelope], list[bytes], str]:
-    """The envelopes of `events` as versions version+1.., chained from `head`: as values, encoded, and
-    the chain head after the last."""
+    """The envelopes of `events` as versions version+1.., chained from `head` and each signed by
+    `signer`: as values (without their signatures), encoded, and the chain head after the last."""
     items: list[Envelope] = []
     data: list[bytes] = []
+    sign, kid = signer.sign, signer.key_id
     for offset, event in enumerate(events, start=1):
         item = Envelope(
             game_id=game_id,
@@ -94,8 +110,9 @@ def seal(
             seat=seat,
             event=event,
             prev=head,
+            key=kid,
         )
-        encoded = encode(item)
+        encoded = sign(ENVELOPE, encode(item))
         head = chain_hash(encoded)
         items.append(item)
         data.append(encoded)

@@ -1,7 +1,8 @@
 """Archiving a finished game: export its envelopes to NDJSON, verify the file, then delete the stream.
 
 The stream is deleted only after the file on disk is read back and found byte-identical to the stream and
-valid (hash chain, versions, rules): an archive that cannot be read back never costs a game.
+valid (signatures, hash chain, versions, rules): an archive that cannot be read back never costs a game.
+The file holds the stored bytes, signatures included, so it verifies offline (`orchestra verify --file`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import msgspec
 
 from domain import GameEnded
 from server.engine import envelope
+from server.engine.signing import Keyring
 from server.ops.verify import verify
 from server.store import EventStore
 
@@ -30,8 +32,17 @@ class Archived(msgspec.Struct, frozen=True):
     bytes: int
 
 
-async def archive(store: EventStore, game_id: str, path: Path, *, force: bool = False) -> Archived:
-    """Export `game_id` to `path`, verify the file, and only then delete the game from the store.
+async def archive(
+    store: EventStore,
+    game_id: str,
+    path: Path,
+    *,
+    keys: Keyring,
+    force: bool = False,
+    allow_unsigned: bool = False,
+) -> Archived:
+    """Export `game_id` to `path`, verify the file with the public keys `keys`, and only then delete the
+    game from the store. `allow_unsigned`: accept envelopes recorded before signing.
 
     Raises: ArchiveError (unknown or unfinished game, a file that does not verify), StoreUnavailable.
     """
@@ -49,7 +60,7 @@ async def archive(store: EventStore, game_id: str, path: Path, *, force: bool = 
     lines = path.read_bytes().splitlines()
     if lines != [r.data for r in records]:
         raise ArchiveError(f"{path} does not read back as the stream; the game was kept")
-    report = verify(lines)
+    report = verify(lines, keys=keys, game_id=game_id, allow_unsigned=allow_unsigned)
     if not report.ok:
         raise ArchiveError(f"the stream does not verify at version {report.bad_version}: {report.problem}")
     # A command racing the archive could add a version after the read: delete only what was archived.

@@ -112,14 +112,38 @@ def _parser() -> argparse.ArgumentParser:
     check = sub.add_parser(
         "verify",
         help="check a game's history",
-        description="Check a game's hash chain and versions, decide every event again with the rules, "
-        "re-fold the stream and compare it with the server's live view and final scores. Exits 1 and "
-        "names the first bad version when anything is wrong.",
+        description="Check every envelope's signature, the hash chain and the versions, decide every event "
+        "again with the rules, re-fold the stream and compare it with the server's live view and final "
+        "scores. With --file, check an exported or archived NDJSON file offline instead. Exits 1 and names "
+        "the first bad version when anything is wrong.",
     )
-    check.add_argument("game", help="the game id")
+    check.add_argument("game", nargs="?", help="the game id (on the server; not with --file)")
     check.add_argument("--token", help="a watch or seat token, for a private game")
+    check.add_argument("--file", type=Path, metavar="FILE", help="an exported or archived game to check")
+    _key_options(check)
+    check.add_argument(
+        "--open",
+        action="store_true",
+        help="with --file: accept a file that ends neither with the game's signed end nor with a trailer "
+        "(an export of a game in progress made without one; its last envelopes cannot be proven there)",
+    )
     _server_option(check)
     check.set_defaults(run=_verify)
+
+    signing = sub.add_parser(
+        "signing-key",
+        help="print, rotate or make the key that signs envelopes",
+        description="Print the id and public key of the signing key (ORCHESTRA_SIGNING_KEY, "
+        "ORCHESTRA_SIGNING_KEY_FILE, or <data-dir>/signing.key) and of the retired ones. --rotate retires "
+        "the key in the key file and writes a new one (restart the nodes to sign with it); --generate "
+        "prints a new key for ORCHESTRA_SIGNING_KEY and changes nothing.",
+    )
+    signing.add_argument("--data-dir", type=Path, help="the server's data dir (default ./var)")
+    signing.add_argument("--key-file", type=Path, help="the key file (default <data-dir>/signing.key)")
+    action = signing.add_mutually_exclusive_group()
+    action.add_argument("--rotate", action="store_true", help="retire the key file's key, write a new one")
+    action.add_argument("--generate", action="store_true", help="print a new private key and its public key")
+    signing.set_defaults(run=_signing_key)
 
     keep = sub.add_parser(
         "archive",
@@ -133,8 +157,28 @@ def _parser() -> argparse.ArgumentParser:
     keep.add_argument("--redis-url", help="the Redis holding the game (default: the embedded one)")
     keep.add_argument("--data-dir", type=Path, default=Path("var"), help="the embedded Redis's data dir")
     keep.add_argument("--force", action="store_true", help="archive even a game that has not ended")
+    _key_options(keep, data_dir=False)
     keep.set_defaults(run=_archive)
     return parser
+
+
+def _key_options(parser: argparse.ArgumentParser, data_dir: bool = True) -> None:
+    parser.add_argument(
+        "--public-key",
+        action="append",
+        metavar="KEY",
+        help="a trusted public key (base64, as GET /signing-keys lists it); repeat for several. Default: "
+        "the server's GET /signing-keys online, else the keys of the local settings (ORCHESTRA_SIGNING_*, "
+        "or --data-dir's signing.key and signing.key.retired)",
+    )
+    if data_dir:
+        parser.add_argument("--data-dir", type=Path, help="where the local signing keys are (default ./var)")
+    parser.add_argument(
+        "--allow-unsigned",
+        action="store_true",
+        help="accept envelopes without a signature before the first signed one (games recorded before "
+        "the server signed envelopes)",
+    )
 
 
 def _server_option(parser: argparse.ArgumentParser) -> None:
@@ -282,21 +326,144 @@ def _verify(args: argparse.Namespace) -> int:
     from projections import View
     from server.ops.verify import verify
 
+    if (args.file is None) == (args.game is None):
+        print("orchestra: give a game id (online) or --file FILE (offline), not both", file=sys.stderr)
+        return 2
+    if args.file is not None:
+        keys = _local_keys(args)
+        if keys is None:
+            return 2
+        lines = [line for line in args.file.read_bytes().splitlines() if line.strip()]
+        report = verify(lines, keys=keys, allow_unsigned=args.allow_unsigned, complete=not args.open)
+        return _print_report(str(args.file), report, live=False)
     base = f"{args.server.rstrip('/')}/games/{args.game}"
-    status, answer = _request("GET", f"{base}/events", token=args.token)
+    if args.public_key:
+        keys = _given_keys(args.public_key)
+        if keys is None:
+            return 2
+    else:
+        status, answer = _request("GET", f"{args.server.rstrip('/')}/signing-keys")
+        if status != 200:
+            return _fail(status, answer)
+        keys = _given_keys([key["public_key"] for key in json.loads(answer)["keys"]])
+        if keys is None:
+            return 2
+    status, answer = _request("GET", f"{base}/events?trailer=true", token=args.token)
     if status != 200:
         return _fail(status, answer)
     lines = answer.splitlines()
     status, live = _request("GET", base, token=args.token)
     if status != 200:
         return _fail(status, live)
-    report = verify(lines, msgspec.json.decode(live, type=View))
-    if report.ok:
-        print(f"game {args.game}: {report.envelopes} envelopes verified; the live view matches")
+    report = verify(
+        lines,
+        msgspec.json.decode(live, type=View),
+        keys=keys,
+        game_id=args.game,
+        allow_unsigned=args.allow_unsigned,
+    )
+    return _print_report(f"game {args.game}", report, live=True)
+
+
+def _print_report(what: str, report: Any, live: bool) -> int:
+    if not report.ok:
+        where = f" at version {report.bad_version}" if report.bad_version else ""
+        print(f"{what}: INVALID{where}: {report.problem}")
+        return 1
+    checked = "signatures, chain, versions and rules"
+    if report.unsigned:
+        checked += f" ({report.unsigned} envelopes unsigned, recorded before signing)"
+    print(
+        f"{what}: {report.envelopes} envelopes verified: {checked}"
+        + ("; the live view matches" if live else "")
+    )
+    if report.ended:
+        print("complete: the history ends with the game's signed end")
+    elif report.trailer:
+        print(
+            f"complete as exported: a signed trailer states version {report.envelopes}; "
+            "the game had not ended"
+        )
+    else:
+        print("the game has not ended: envelopes after the last one, if any, cannot be proven missing")
+    return 0
+
+
+def _given_keys(texts: Sequence[str]) -> Any:
+    """A keyring of base64 public keys; None (said) when one does not parse."""
+    from server.engine.signing import Keyring, SigningKeyError, public_key_from_text
+
+    try:
+        return Keyring([public_key_from_text(text) for text in texts])
+    except SigningKeyError as exc:
+        print(f"orchestra: {exc}", file=sys.stderr)
+        return None
+
+
+def _local_keys(args: argparse.Namespace) -> Any:
+    """The keys given with --public-key, else those of the local settings; None (said) if there are none."""
+    from server.config import from_env
+    from server.engine.signing import SigningKeyError
+    from server.ops import signing_keys
+
+    if args.public_key:
+        return _given_keys(args.public_key)
+    data_dir = getattr(args, "data_dir", None)
+    try:
+        settings = from_env(data_dir=data_dir and str(data_dir))
+        keys = signing_keys.keyring(settings, signing_keys.load_signer(settings, create=False))
+    except (ValueError, SigningKeyError, OSError) as exc:
+        print(f"orchestra: {exc}", file=sys.stderr)
+        return None
+    if not len(keys):
+        print(
+            f"orchestra: no signing keys in {signing_keys.key_file(settings)} or the ORCHESTRA_SIGNING_* "
+            "settings: give --public-key (GET /signing-keys lists the server's)",
+            file=sys.stderr,
+        )
+        return None
+    return keys
+
+
+def _signing_key(args: argparse.Namespace) -> int:
+    from server.config import from_env
+    from server.engine.signing import Signer, SigningKeyError
+    from server.ops import signing_keys
+
+    if args.generate:
+        signer = Signer.generate()
+        print(f"ORCHESTRA_SIGNING_KEY={signer.private_text()}")
+        print(f"key id {signer.key_id}, public key {signer.public_text()}")
+        print("Keep the private key secret; give the same one to every node of a deployment.")
         return 0
-    where = f" at version {report.bad_version}" if report.bad_version else ""
-    print(f"game {args.game}: INVALID{where}: {report.problem}")
-    return 1
+    try:
+        settings = from_env(
+            data_dir=args.data_dir and str(args.data_dir),
+            signing_key_file=args.key_file and str(args.key_file),
+        )
+        if args.rotate:
+            if settings.signing_key:
+                print(
+                    "orchestra: the key is set by ORCHESTRA_SIGNING_KEY: rotate it there (see "
+                    "docs/operations.md)",
+                    file=sys.stderr,
+                )
+                return 2
+            path = signing_keys.key_file(settings)
+            old, new = signing_keys.rotate(path)
+            print(f"retired {old.key_id} (its public key is in {signing_keys.retired_file(path)})")
+            print(f"new key {new.key_id} in {path}: restart the nodes to sign with it")
+        current = signing_keys.load_signer(settings, create=False)
+        keys = signing_keys.keyring(settings, current)
+    except (ValueError, SigningKeyError, OSError) as exc:
+        print(f"orchestra: {exc}", file=sys.stderr)
+        return 1
+    if not len(keys):
+        print(f"orchestra: no signing key at {signing_keys.key_file(settings)} (made on the first start)")
+        return 1
+    for line in signing_keys.describe(keys):
+        print(line)
+    return 0
 
 
 def _archive(args: argparse.Namespace) -> int:
@@ -304,6 +471,10 @@ def _archive(args: argparse.Namespace) -> int:
     from server.ops.embedded_redis import URL_NAME, DataDirLocked, EmbeddedRedis
     from server.store import StoreError
     from server.store.redis import RedisEventStore
+
+    keys = _local_keys(args)
+    if keys is None:
+        return 2
 
     async def run() -> int:
         embedded: EmbeddedRedis | None = None
@@ -314,10 +485,16 @@ def _archive(args: argparse.Namespace) -> int:
                 url = await embedded.start()
             except DataDirLocked:  # the server runs on this data dir: use its Redis
                 embedded = None
-                url = (args.data_dir / URL_NAME).read_text().strip()
+                try:  # 0600: readable by the server's user only
+                    url = (args.data_dir / URL_NAME).read_text().strip()
+                except OSError as exc:
+                    print(f"orchestra: cannot read the running server's {URL_NAME}: {exc}", file=sys.stderr)
+                    return 1
         store = await RedisEventStore.from_url(url)
         try:
-            done = await archive(store, args.game, args.out, force=args.force)
+            done = await archive(
+                store, args.game, args.out, keys=keys, force=args.force, allow_unsigned=args.allow_unsigned
+            )
         except (ArchiveError, StoreError) as exc:
             print(f"orchestra: {exc}", file=sys.stderr)
             return 1

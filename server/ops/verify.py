@@ -1,9 +1,15 @@
-"""Integrity of a game's history: the hash chain, the versions, and the rules re-applied to every event.
+"""Integrity of a game's history: signatures, the hash chain, the versions, and the rules re-applied.
 
-`verify(lines)` takes the stored envelope bytes in order (as GET /games/{id}/events gives them, one per
-line) and reports the first bad version, if any. Each placement event is checked by deciding again the
-command it records on the state before it: a tampered bonus, seat or outcome is found even if whoever
-tampered with it also rewrote the chain after it.
+`verify(lines, keys=...)` takes the stored envelope bytes in order (as GET /games/{id}/events gives them,
+one per line, optionally ending with the export's signed trailer) and reports the first bad version, if
+any. Each envelope's signature is checked first, with the trusted public keys `keys`: an envelope changed
+in any way (its event, seat, command id, time, chain link) is found at its own version, whatever else was
+rewritten after it. Each placement event is then checked by deciding again the command it records on the
+state before it, so even a history the server itself signed must follow the rules.
+
+Completeness: a history that ends with a signed `GameEnded` is complete (nothing may follow it); a signed
+trailer states the last version of an export; with `complete=True` a history with neither is reported as
+possibly truncated.
 """
 
 from __future__ import annotations
@@ -28,29 +34,57 @@ from domain.rules import doubles
 from domain.vocabulary import DOUBLING_SKILL, MATERIAL_CHOICE, MATERIALS, RULES_VERSION, Material
 from projections import Board, View, apply
 from server.engine import envelope
+from server.engine.signing import ENVELOPE, TRAILER, Keyring
+from server.engine.trailer import TRAILER_START, decode_trailer
 
 
 class Report(msgspec.Struct, frozen=True):
-    """What a verification found: `ok`, the number of envelopes, and the first bad version with why."""
+    """What a verification found: `ok`, the number of envelopes checked, the first bad version with why;
+    whether the history ends with its signed end (`ended`), carries a valid trailer (`trailer`), and how
+    many envelopes were accepted without a signature (`unsigned`, only with allow_unsigned)."""
 
     ok: bool
     envelopes: int
     bad_version: int | None = None
     problem: str | None = None
     view: View | None = None
+    ended: bool = False
+    trailer: bool = False
+    unsigned: int = 0
 
 
-def verify(lines: Sequence[bytes], live_view: View | None = None) -> Report:
-    """Check a game's stored envelopes; compare the re-folded view with `live_view` when given."""
+def verify(
+    lines: Sequence[bytes],
+    live_view: View | None = None,
+    *,
+    keys: Keyring,
+    game_id: str | None = None,
+    allow_unsigned: bool = False,
+    complete: bool = False,
+) -> Report:
+    """Check a game's stored envelopes (and an export's trailer, when the last line is one).
+
+    `keys`: the public keys trusted to have signed the envelopes. `game_id`: the game the history must be
+    of (else the first envelope's). `allow_unsigned`: accept envelopes without a signature before the
+    first signed one (games recorded before signing). `complete`: report a history that neither ends with
+    a signed GameEnded nor carries a trailer as possibly truncated. `live_view`: compare the re-folded
+    view with it.
+    """
+    trailer_line = lines[-1] if lines and lines[-1].startswith(TRAILER_START) else None
+    if trailer_line is not None:
+        lines = lines[:-1]
     board = Board()
     head = envelope.GENESIS
-    game_id: str | None = None
+    signed = unsigned = 0
     for index, line in enumerate(lines):
         version = index + 1
-        try:
-            item = envelope.decode(line)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            return _bad(version, f"unreadable envelope: {exc}", index)
+        item, problem = _authentic(line, keys, allow_unsigned, after_signed=signed > 0)
+        if item is None:
+            return _bad(version, problem or "unreadable envelope", index)
+        if item.sig is None and item.key is None:
+            unsigned += 1
+        else:
+            signed += 1
         game_id = game_id or item.game_id
         problem = _envelope_problem(item, version, head, game_id)
         if problem is None:
@@ -61,9 +95,78 @@ def verify(lines: Sequence[bytes], live_view: View | None = None) -> Report:
         head = envelope.chain_hash(line)
     if not lines:
         return Report(ok=False, envelopes=0, bad_version=1, problem="no envelopes: no such game")
+    count = len(lines)
+    ended = board.game.ended
+    if trailer_line is not None:
+        problem = _trailer_problem(trailer_line, keys, game_id or "", count, head, ended)
+        if problem is not None:
+            return Report(ok=False, envelopes=count, bad_version=count + 1, problem=problem, ended=ended)
+    elif complete and not ended:
+        problem = (
+            f"truncated? the history stops at version {count} without a signed end (GameEnded) or a "
+            "signed trailer: later envelopes may be missing"
+        )
+        return Report(ok=False, envelopes=count, bad_version=count + 1, problem=problem)
     if live_view is not None and msgspec.json.encode(live_view) != msgspec.json.encode(board.view):
-        return Report(ok=False, envelopes=len(lines), problem="the live view differs from the re-folded one")
-    return Report(ok=True, envelopes=len(lines), view=board.view)
+        return Report(ok=False, envelopes=count, problem="the live view differs from the re-folded one")
+    return Report(
+        ok=True,
+        envelopes=count,
+        view=board.view,
+        ended=ended,
+        trailer=trailer_line is not None,
+        unsigned=unsigned,
+    )
+
+
+def _authentic(
+    line: bytes, keys: Keyring, allow_unsigned: bool, after_signed: bool
+) -> tuple[envelope.Envelope | None, str | None]:
+    """The envelope a line holds, decoded from the bytes its signature covers; or why it cannot be."""
+    try:
+        item = envelope.decode(line)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        return None, f"unreadable envelope: {exc}"
+    if item.sig is None and item.key is None:
+        if after_signed:
+            return None, "not signed, after signed envelopes (a signature was stripped)"
+        if allow_unsigned:
+            return item, None
+        return None, "not signed (a game recorded before signing verifies only with allow_unsigned)"
+    signed, problem = keys.check(ENVELOPE, line, item.key)
+    if signed is None:
+        return None, problem
+    try:
+        # What the signature covers is what counts: the line's sig field is all it may add.
+        item = envelope.decode(signed)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        return None, f"unreadable envelope: {exc}"
+    return item, None
+
+
+def _trailer_problem(
+    line: bytes, keys: Keyring, game_id: str, count: int, head: str, ended: bool
+) -> str | None:
+    try:
+        trailer = decode_trailer(line)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        return f"unreadable trailer: {exc}"
+    _, problem = keys.check(TRAILER, line, trailer.key)
+    if problem is not None:
+        return f"trailer: {problem}"
+    if trailer.game_id != game_id:
+        return f"the trailer is of game {trailer.game_id!r}, not {game_id!r}"
+    if trailer.version != count:
+        if trailer.version > count:
+            return (
+                f"truncated: the signed trailer says version {trailer.version}, the history ends at {count}"
+            )
+        return f"the signed trailer says version {trailer.version}, the history goes on to {count}"
+    if trailer.head != head:
+        return "the signed trailer's hash is not the hash of the last envelope"
+    if trailer.ended != ended:
+        return f"the signed trailer says ended={trailer.ended}; the history says {ended}"
+    return None
 
 
 def _bad(version: int, problem: str, index: int) -> Report:

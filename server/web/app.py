@@ -20,6 +20,7 @@ from server.auth import api_key_problem
 from server.config import Settings
 from server.engine.games import Games
 from server.metrics import Metrics
+from server.ops import signing_keys
 from server.ops.embedded_redis import EmbeddedRedis
 from server.store import EventStore
 from server.store.redis import RedisEventStore
@@ -39,6 +40,11 @@ def create_app(settings: Settings | None = None, store: EventStore | None = None
         problem = api_key_problem(settings.api_key)
         if problem is not None:
             raise RuntimeError(problem)
+        # The signing key first: a key that cannot be read or made stops the node before anything starts.
+        signer = signing_keys.load_signer(settings, create=True)
+        assert signer is not None
+        keys = signing_keys.keyring(settings, signer)
+        log.info("signing envelopes", extra={"key_id": signer.key_id})
         embedded: EmbeddedRedis | None = None
         opened = store
         if opened is None:
@@ -68,8 +74,9 @@ def create_app(settings: Settings | None = None, store: EventStore | None = None
             failpoint=settings.failpoint,
             max_live_games=settings.max_live_games,
             view_cache_bytes=settings.view_cache_bytes,
+            signer=signer,
         )
-        ctx = Context(settings=settings, games=games, metrics=metrics, embedded=embedded)
+        ctx = Context(settings=settings, games=games, metrics=metrics, embedded=embedded, keys=keys)
         app.state.ctx = ctx
         # What exists once the node has started (modules, the app, the pools) lives as long as the node:
         # moved out of the collector's sight, a full collection no longer walks it (each pause would land
@@ -95,6 +102,7 @@ def create_app(settings: Settings | None = None, store: EventStore | None = None
         Route("/healthz", http.healthz, methods=["GET"]),
         Route("/readyz", http.readyz, methods=["GET"]),
         Route("/schema.json", http.schema_json, methods=["GET"]),
+        Route("/signing-keys", http.signing_keys, methods=["GET"]),
         Route("/metrics", http.metrics, methods=["GET"]),
         *pages.routes,
     ]

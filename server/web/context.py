@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from server.config import Settings
 from server.engine.games import Games
+from server.engine.signing import Keyring
 from server.metrics import Metrics
 from server.ops.embedded_redis import EmbeddedRedis
 
@@ -18,3 +19,5 @@ class Context:
     games: Games
     metrics: Metrics = field(default_factory=Metrics)
     embedded: EmbeddedRedis | None = None
+    # The public keys of this node's signing key and of its retired ones (GET /signing-keys).
+    keys: Keyring = field(default_factory=Keyring)
