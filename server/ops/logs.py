@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import sys
 from typing import Any
 
@@ -27,7 +28,20 @@ FIELDS = (
     "count",
     "status",
     "path",
+    "method",
+    "route",
 )
+
+
+# A URL's query string: a client may put anything there, a token included. No line keeps one: it is
+# cut from every text a line holds, whoever logged it.
+_QUERY = re.compile(r"\?[^\s\"'<>]+")
+QUERY_OMITTED = "?[query omitted]"
+
+
+def without_query(text: str) -> str:
+    """`text` with every query string in it (a `?` and what follows up to a space or quote) cut."""
+    return _QUERY.sub(QUERY_OMITTED, text) if "?" in text else text
 
 
 class JsonFormatter(logging.Formatter):
@@ -38,14 +52,14 @@ class JsonFormatter(logging.Formatter):
             "ts": utc_text(int(record.created) * 1000 + int(record.msecs)),
             "level": record.levelname.lower(),
             "logger": record.name,
-            "msg": record.getMessage(),
+            "msg": without_query(record.getMessage()),
         }
         for field in FIELDS:
             value = getattr(record, field, None)
             if value is not None:
-                line[field] = value
+                line[field] = without_query(value) if isinstance(value, str) else value
         if record.exc_info:
-            line["exc"] = self.formatException(record.exc_info)
+            line["exc"] = without_query(self.formatException(record.exc_info))
         try:
             return _encode(line).decode()
         except (TypeError, UnicodeEncodeError, msgspec.EncodeError):
@@ -53,10 +67,23 @@ class JsonFormatter(logging.Formatter):
             return _encode({k: repr(v) for k, v in line.items()}).decode()
 
 
+class WithoutTargets(logging.Filter):
+    """Drops uvicorn's lines that quote a request's target (its access lines, its websocket handshake
+    lines): the path of a request may name no route, and its query may hold anything. The access log of
+    server.web.access names the route instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """False for a line of uvicorn that quotes a request's target."""
+        if record.name == "uvicorn.access":
+            return False
+        return not (record.name == "uvicorn.error" and '"WebSocket %s"' in str(record.msg))
+
+
 def setup(level: str = "info", stream: Any = None) -> None:
     """Send the server's and uvicorn's logs to `stream` (stderr) as JSON lines."""
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(JsonFormatter())
+    handler.addFilter(WithoutTargets())
     # A line holds none of the caller's thread or process: logging's documented switches stop it
     # collecting them for every record.
     logging.logThreads = False
@@ -73,4 +100,4 @@ def setup(level: str = "info", stream: Any = None) -> None:
     # info whatever the server's level, so that no level writes a token.
     for name in ("uvicorn", "websockets"):
         logging.getLogger(name).setLevel(max(logging.INFO, root.level))
-    # uvicorn's access log for websockets carries the path only; keep it, it never holds a token.
+    # uvicorn's access log is off (server.ops.runner) and filtered out should it run: see WithoutTargets.

@@ -33,6 +33,9 @@ def uvicorn_server(settings: Settings, graceful_seconds: int = 5) -> uvicorn.Ser
         ws_per_message_deflate=settings.ws_compression,
         lifespan="on",
         log_config=None,
+        # Its lines quote each request's whole target, query string included: server.web.access writes
+        # the access log instead, naming the route.
+        access_log=False,
         timeout_graceful_shutdown=graceful_seconds,
     )
     return uvicorn.Server(config)

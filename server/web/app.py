@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.routing import Route, WebSocketRoute
 
 from server.auth import api_key_problem
@@ -25,6 +26,7 @@ from server.ops.embedded_redis import EmbeddedRedis
 from server.store import EventStore
 from server.store.redis import RedisEventStore
 from server.web import http, pages, ws
+from server.web.access import AccessLog
 from server.web.context import Context
 
 log = logging.getLogger(__name__)
@@ -106,4 +108,5 @@ def create_app(settings: Settings | None = None, store: EventStore | None = None
         Route("/metrics", http.metrics, methods=["GET"]),
         *pages.routes,
     ]
-    return Starlette(routes=routes, lifespan=lifespan)
+    # The access log outermost: it times and names every request, whatever answers it.
+    return Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(AccessLog)])
