@@ -23,7 +23,7 @@ from server.protocol.session import (
     State,
     Submit,
 )
-from server.store import StoreUnavailable
+from server.store import StoreFull, StoreUnavailable
 
 SEAT_TOKEN = "seat-one-token"
 WATCH_TOKEN = "watch-token"
@@ -293,3 +293,15 @@ def test_a_refused_command_names_the_rules_code_or_unavailable_for_the_store() -
     # Later refusals carry the version last told.
     (late,) = frames(session.receive(None))
     assert late["version"] == 8
+
+
+def test_a_write_the_store_refused_for_want_of_room_is_store_full_not_unavailable() -> None:
+    answer = joined().refused("c-3", StoreFull("redis: OOM"), 5)
+    assert answer.code == "store_full"
+    assert json.loads(answer.data) == {
+        "type": "rejected",
+        "id": "c-3",
+        "code": "store_full",
+        "message": "the event store is full; the command was not written",
+        "version": 5,
+    }

@@ -10,6 +10,7 @@ commands, and one XREAD per game (not one over many streams) works across Cluste
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, cast
@@ -29,6 +30,7 @@ from server.store import (
     GameNotFound,
     Known,
     StoreError,
+    StoreFull,
     StoreUnavailable,
 )
 from server.store.redis._line import ScriptLine
@@ -66,9 +68,11 @@ _UNAVAILABLE: tuple[type[BaseException], ...] = (
     rx.RedisClusterException,  # includes SlotNotCoveredError
     rx.TryAgainError,
     rx.ReadOnlyError,  # a failover demoted the node we wrote to
-    rx.OutOfMemoryError,
     OSError,
 )
+# What Redis answers a write when it is at `maxmemory` with `noeviction`: an OOM error reply (redis-py's
+# OutOfMemoryError), which Redis 6.2 wraps in an ERR when a Lua script's write meets it.
+_FULL = "OOM command not allowed"
 
 
 _DRIVER_ERRORS: tuple[type[BaseException], ...] = (*_UNAVAILABLE, rx.RedisError)
@@ -106,9 +110,11 @@ class _boundary:  # noqa: N801 - used as `async with _boundary(...)`, like the f
 
 def _translate(exc: BaseException, game_id: str = "", expected: int = 0) -> StoreError:
     """The port's error for a driver error (raised, or returned inside a pipeline's replies)."""
+    message = str(exc)
+    if isinstance(exc, rx.OutOfMemoryError) or (isinstance(exc, rx.ResponseError) and _FULL in message):
+        return StoreFull(f"redis: full (maxmemory reached, writes refused): {message}")
     if isinstance(exc, _UNAVAILABLE):
         return StoreUnavailable(f"redis: {exc}")
-    message = str(exc)
     if isinstance(exc, rx.ResponseError):
         if message.startswith("CONFLICT "):
             return ConcurrencyConflict(game_id, expected, int(message.split()[1]))
@@ -209,14 +215,23 @@ class RedisEventStore:
 
         The games index is written after, in a second call: it lives outside the game's slot, so no
         script can write both. A crash between the two leaves a playable game missing from `games()`.
-        Raises: GameExists, StoreUnavailable.
+        Raises: GameExists, StoreFull, StoreUnavailable.
         """
         pairs = [item for field, value in credentials.items() for item in (field, value)]
         async with _boundary(self._timeout, game_id):
             seconds, micros = await self._create(
                 keys=self._game_keys(game_id, auth_key(game_id)), args=[data, *pairs]
             )
-            await self._client.zadd(GAMES_KEY, {game_id: int(seconds) * 1_000_000 + int(micros)}, nx=True)
+        try:
+            async with _boundary(self._timeout, game_id):
+                await self._client.zadd(GAMES_KEY, {game_id: int(seconds) * 1_000_000 + int(micros)}, nx=True)
+        except StoreFull:
+            # Redis filled up between the two calls: take the game back (a delete needs no memory), so a
+            # create refused as full leaves nothing behind.
+            with contextlib.suppress(StoreError):
+                async with _boundary(self._timeout, game_id):
+                    await self._client.delete(events_key(game_id), auth_key(game_id))
+            raise
 
     async def append(
         self, game_id: str, expected: int, envelopes: Sequence[bytes], command_key: str
@@ -224,7 +239,7 @@ class RedisEventStore:
         """Append envelopes as versions expected+1.. atomically, once per command key (game-scoped).
 
         A command key seen before returns its first outcome with duplicate=True and writes nothing.
-        Raises: ConcurrencyConflict (GameNotFound for a game never created), StoreUnavailable,
+        Raises: ConcurrencyConflict (GameNotFound for a game never created), StoreFull, StoreUnavailable,
         ValueError for an empty batch.
         """
         if not envelopes:

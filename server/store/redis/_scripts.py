@@ -72,10 +72,12 @@ return {expected + 1, version, 0}
 # KEYS: events, auth[, channel]. ARGV: first envelope, then credential field/value pairs -> the Redis
 # clock (s, us). A stale credentials hash without a stream (a half-deleted game) must not leak into the
 # new game. With a channel, version 1 is published on it, as APPEND publishes every later version.
+# XADD is the first write: a Redis at `maxmemory` refuses a script's first write that needs memory (OOM)
+# but lets every later one through, so a DEL before it would let a full Redis take the game.
 CREATE = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return redis.error_reply('EXISTS') end
-redis.call('DEL', KEYS[2])
 redis.call('XADD', KEYS[1], '0-1', 'e', ARGV[1])
+redis.call('DEL', KEYS[2])
 if #ARGV > 1 then redis.call('HSET', KEYS[2], unpack(ARGV, 2)) end
 if KEYS[3] then redis.call('PUBLISH', KEYS[3], 1) end
 return redis.call('TIME')
