@@ -21,6 +21,8 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # Command calls to Redis at once per node; more wait (within command_timeout) for a free connection.
     redis_pool_size: int = 128
     data_dir: str = "var"
+    # The embedded Redis's memory limit (Redis units; "0": none). Full, it refuses writes (noeviction).
+    embedded_redis_maxmemory: str = "1gb"
     api_key: str | None = None
     max_frame_bytes: int = 16 * 1024
     max_body_bytes: int = 16 * 1024

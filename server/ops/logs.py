@@ -30,6 +30,8 @@ FIELDS = (
     "path",
     "method",
     "route",
+    "binary",
+    "redis_version",
 )
 
 

@@ -23,7 +23,7 @@ from server.engine.games import Games
 from server.metrics import Metrics
 from server.ops import signing_keys
 from server.ops.embedded_redis import EmbeddedRedis
-from server.store import EventStore
+from server.store import EventStore, StoreError
 from server.store.redis import RedisEventStore
 from server.web import http, pages, ws
 from server.web.access import AccessLog
@@ -48,13 +48,25 @@ def create_app(settings: Settings | None = None, store: EventStore | None = None
         keys = signing_keys.keyring(settings, signer)
         log.info("signing envelopes", extra={"key_id": signer.key_id})
         embedded: EmbeddedRedis | None = None
+        redis_info: tuple[str, str] | None = None  # the Redis's version, and whether it is embedded
         opened = store
         if opened is None:
             url = settings.redis_url
             if url is None:
-                embedded = EmbeddedRedis(Path(settings.data_dir))
+                embedded = EmbeddedRedis(Path(settings.data_dir), maxmemory=settings.embedded_redis_maxmemory)
                 url = await embedded.start()
-                log.info("embedded redis started", extra={"url": url, "path": str(settings.data_dir)})
+                assert embedded.binary is not None
+                redis_info = (embedded.binary.version_text, "true")
+                # Its URL holds its password: the log names the socket instead.
+                log.info(
+                    "embedded redis started",
+                    extra={
+                        "url": f"unix://{embedded.socket}",
+                        "path": str(settings.data_dir),
+                        "binary": embedded.binary.path,
+                        "redis_version": embedded.binary.version_text,
+                    },
+                )
             try:
                 opened = await RedisEventStore.from_url(
                     url,
@@ -66,7 +78,11 @@ def create_app(settings: Settings | None = None, store: EventStore | None = None
                 if embedded is not None:
                     await embedded.stop()
                 raise
+            if redis_info is None:
+                redis_info = (await _server_version(opened), "false")
         metrics = Metrics()
+        if redis_info is not None:
+            metrics.redis_info.labels(*redis_info).set(1)
         games = Games(
             opened,
             metrics=metrics,
@@ -110,3 +126,11 @@ def create_app(settings: Settings | None = None, store: EventStore | None = None
     ]
     # The access log outermost: it times and names every request, whatever answers it.
     return Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(AccessLog)])
+
+
+async def _server_version(store: RedisEventStore) -> str:
+    """The version of the Redis given by URL, for /metrics; "unknown" when it does not say now."""
+    try:
+        return await store.server_version()
+    except StoreError:
+        return "unknown"

@@ -58,15 +58,18 @@ async def store_on(url: str) -> RedisEventStore:
     return await bounded(RedisEventStore.from_url(url))
 
 
-async def test_it_runs_on_a_unix_socket_with_appendonly_and_fsync_always(
+async def test_it_runs_on_a_unix_socket_with_appendonly_fsync_always_and_bounded_memory(
     embedded: EmbeddedRedis, data_dir: Path
 ) -> None:
-    assert embedded.url == f"unix://{data_dir.resolve()}/redis.sock"
+    assert embedded.socket == data_dir.resolve() / "redis.sock"
+    assert embedded.url.startswith("unix://:") and embedded.url.endswith(f"@{data_dir.resolve()}/redis.sock")
     store = await store_on(embedded.url)
     try:
         config = await bounded(store.client.config_get("*"))
         assert (config["appendonly"], config["appendfsync"], config["save"]) == ("yes", "always", "")
         assert config["dir"] == str(data_dir.resolve())
+        assert (config["port"], config["maxmemory-policy"]) == ("0", "noeviction")
+        assert config["maxmemory"] == str(1024**3)  # the default, 1gb
     finally:
         await bounded(store.close())
 
@@ -128,15 +131,19 @@ async def embedded_ping(embedded: EmbeddedRedis) -> bool:
         await store.close()
 
 
-async def test_a_data_dir_too_long_for_a_unix_socket_falls_back_to_loopback_tcp(tmp_path: Path) -> None:
+async def test_a_data_dir_too_long_for_a_unix_socket_gets_its_socket_in_a_private_directory(
+    tmp_path: Path,
+) -> None:
     deep = tmp_path / ("d" * 60) / ("e" * 60)
     server = EmbeddedRedis(deep)
     url = await bounded(server.start(), 15)
     try:
-        assert url.startswith("redis://127.0.0.1:")
+        assert server.socket is not None and not server.socket.is_relative_to(deep)
+        assert url.startswith("unix://:") and url.endswith(f"@{server.socket}")
         assert await bounded(embedded_ping(server))
     finally:
         await bounded(server.stop(), 15)
+    assert not server.socket.parent.exists()  # removed at stop
 
 
 def test_redis_dies_with_its_parent_and_does_not_keep_the_lock(data_dir: Path) -> None:

