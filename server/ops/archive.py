@@ -2,7 +2,8 @@
 
 The stream is deleted only after the file on disk is read back and found byte-identical to the stream and
 valid (signatures, hash chain, versions, rules): an archive that cannot be read back never costs a game.
-The file holds the stored bytes, signatures included, so it verifies offline (`orchestra verify --file`).
+The file holds the stored bytes, signatures included, so it verifies offline (`orchestra verify --file`),
+and, when this machine has the signing key, a signed trailer stating its last version.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from pathlib import Path
 import msgspec
 
 from domain import GameEnded
+from server.clock import utc_now
 from server.engine import envelope
-from server.engine.signing import Keyring
+from server.engine.signing import Keyring, Signer
+from server.engine.trailer import trailer_line
 from server.ops.verify import verify
 from server.store import EventStore
 
@@ -38,11 +41,13 @@ async def archive(
     path: Path,
     *,
     keys: Keyring,
+    signer: Signer | None = None,
     force: bool = False,
     allow_unsigned: bool = False,
 ) -> Archived:
     """Export `game_id` to `path`, verify the file with the public keys `keys`, and only then delete the
-    game from the store. `allow_unsigned`: accept envelopes recorded before signing.
+    game from the store. With `signer` (the servers' key, when this machine has it), the file ends with a
+    signed trailer stating its last version. `allow_unsigned`: accept envelopes recorded before signing.
 
     Raises: ArchiveError (unknown or unfinished game, a file that does not verify), StoreUnavailable.
     """
@@ -53,14 +58,18 @@ async def archive(
         raise ArchiveError(f"game {game_id!r} has not ended (use --force to archive it anyway)")
     path.parent.mkdir(parents=True, exist_ok=True)
     data = b"".join(r.data + b"\n" for r in records)
+    if signer is not None:
+        data += trailer_line(game_id, records, utc_now(), signer) + b"\n"
     with open(path, "wb") as out:
         out.write(data)
         out.flush()
         os.fsync(out.fileno())
     lines = path.read_bytes().splitlines()
-    if lines != [r.data for r in records]:
+    if lines[: len(records)] != [r.data for r in records] or len(lines) != len(records) + (
+        signer is not None
+    ):
         raise ArchiveError(f"{path} does not read back as the stream; the game was kept")
-    report = verify(lines, keys=keys, game_id=game_id, allow_unsigned=allow_unsigned)
+    report = verify(lines, keys=keys, game_id=game_id, allow_unsigned=allow_unsigned, complete=not force)
     if not report.ok:
         raise ArchiveError(f"the stream does not verify at version {report.bad_version}: {report.problem}")
     # A command racing the archive could add a version after the read: delete only what was archived.

@@ -95,6 +95,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     export.add_argument("game", help="the game id")
     export.add_argument("--token", help="a watch or seat token, for a private game")
+    export.add_argument(
+        "--trailer",
+        action="store_true",
+        help="end with a line the server signs stating the last version and its hash, so that `orchestra "
+        "verify --file` can tell a complete copy from a cut one (tools that read every line as an "
+        "envelope must skip it: its type is trailer)",
+    )
     _server_option(export)
     export.set_defaults(run=_export)
 
@@ -121,6 +128,13 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--token", help="a watch or seat token, for a private game")
     check.add_argument("--file", type=Path, metavar="FILE", help="an exported or archived game to check")
     _key_options(check)
+    check.add_argument(
+        "--against",
+        type=Path,
+        metavar="EARLIER",
+        help="an earlier export or archive of the game (a client's record will do): the history must still "
+        "hold each of its envelopes, unchanged; finds envelopes dropped from the end since",
+    )
     check.add_argument(
         "--open",
         action="store_true",
@@ -304,7 +318,9 @@ def _new_game(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    status, answer = _request("GET", f"{args.server.rstrip('/')}/games/{args.game}/events", token=args.token)
+    query = "?trailer=true" if args.trailer else ""
+    url = f"{args.server.rstrip('/')}/games/{args.game}/events{query}"
+    status, answer = _request("GET", url, token=args.token)
     if status != 200:
         return _fail(status, answer)
     sys.stdout.buffer.write(answer)
@@ -333,7 +349,10 @@ def _verify(args: argparse.Namespace) -> int:
         keys = _local_keys(args)
         if keys is None:
             return 2
-        lines = [line for line in args.file.read_bytes().splitlines() if line.strip()]
+        lines = _read_lines(args.file)
+        departed = _departed(str(args.file), lines, args, keys)
+        if departed is not None:
+            return departed
         report = verify(lines, keys=keys, allow_unsigned=args.allow_unsigned, complete=not args.open)
         return _print_report(str(args.file), report, live=False)
     base = f"{args.server.rstrip('/')}/games/{args.game}"
@@ -352,6 +371,9 @@ def _verify(args: argparse.Namespace) -> int:
     if status != 200:
         return _fail(status, answer)
     lines = answer.splitlines()
+    departed = _departed(f"game {args.game}", lines, args, keys)
+    if departed is not None:
+        return departed
     status, live = _request("GET", base, token=args.token)
     if status != 200:
         return _fail(status, live)
@@ -363,6 +385,30 @@ def _verify(args: argparse.Namespace) -> int:
         allow_unsigned=args.allow_unsigned,
     )
     return _print_report(f"game {args.game}", report, live=True)
+
+
+def _read_lines(path: Path) -> list[bytes]:
+    return [line for line in path.read_bytes().splitlines() if line.strip()]
+
+
+def _departed(what: str, lines: list[bytes], args: argparse.Namespace, keys: Any) -> int | None:
+    """With --against: the exit status when the history lost or changed what the earlier copy holds (or the
+    copy does not verify); None when it holds all of it, or without --against."""
+    from server.ops.verify import against, verify
+
+    if args.against is None:
+        return None
+    earlier = _read_lines(args.against)
+    checked = verify(earlier, keys=keys, allow_unsigned=args.allow_unsigned)
+    if not checked.ok:
+        where = f" at version {checked.bad_version}" if checked.bad_version else ""
+        print(f"orchestra: the earlier copy {args.against} does not verify{where}: {checked.problem}")
+        return 1
+    found = against(lines, earlier)
+    if found is None:
+        return None
+    print(f"{what}: INVALID at version {found[0]}: {found[1]} ({args.against})")
+    return 1
 
 
 def _print_report(what: str, report: Any, live: bool) -> int:
@@ -379,13 +425,16 @@ def _print_report(what: str, report: Any, live: bool) -> int:
     )
     if report.ended:
         print("complete: the history ends with the game's signed end")
-    elif report.trailer:
+    elif report.trailer and not live:
         print(
             f"complete as exported: a signed trailer states version {report.envelopes}; "
             "the game had not ended"
         )
     else:
-        print("the game has not ended: envelopes after the last one, if any, cannot be proven missing")
+        print(
+            "the game has not ended: envelopes dropped from its end would look the same "
+            "(--against an earlier copy finds them)"
+        )
     return 0
 
 
@@ -467,6 +516,9 @@ def _signing_key(args: argparse.Namespace) -> int:
 
 
 def _archive(args: argparse.Namespace) -> int:
+    from server.config import from_env
+    from server.engine.signing import SigningKeyError
+    from server.ops import signing_keys
     from server.ops.archive import ArchiveError, archive
     from server.ops.embedded_redis import URL_NAME, DataDirLocked, EmbeddedRedis
     from server.store import StoreError
@@ -475,6 +527,10 @@ def _archive(args: argparse.Namespace) -> int:
     keys = _local_keys(args)
     if keys is None:
         return 2
+    try:  # the trailer is signed when this machine has the servers' key
+        signer = signing_keys.load_signer(from_env(data_dir=str(args.data_dir)), create=False)
+    except (ValueError, SigningKeyError, OSError):
+        signer = None
 
     async def run() -> int:
         embedded: EmbeddedRedis | None = None
@@ -493,7 +549,13 @@ def _archive(args: argparse.Namespace) -> int:
         store = await RedisEventStore.from_url(url)
         try:
             done = await archive(
-                store, args.game, args.out, keys=keys, force=args.force, allow_unsigned=args.allow_unsigned
+                store,
+                args.game,
+                args.out,
+                keys=keys,
+                signer=signer,
+                force=args.force,
+                allow_unsigned=args.allow_unsigned,
             )
         except (ArchiveError, StoreError) as exc:
             print(f"orchestra: {exc}", file=sys.stderr)

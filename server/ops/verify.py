@@ -9,7 +9,8 @@ state before it, so even a history the server itself signed must follow the rule
 
 Completeness: a history that ends with a signed `GameEnded` is complete (nothing may follow it); a signed
 trailer states the last version of an export; with `complete=True` a history with neither is reported as
-possibly truncated.
+possibly truncated. Envelopes dropped from the end of a stream before any copy was taken leave a history
+that looks like a game in progress: `against(lines, earlier)` finds them against an earlier copy.
 """
 
 from __future__ import annotations
@@ -71,8 +72,7 @@ def verify(
     view with it.
     """
     trailer_line = lines[-1] if lines and lines[-1].startswith(TRAILER_START) else None
-    if trailer_line is not None:
-        lines = lines[:-1]
+    lines = _without_trailer(lines)
     board = Board()
     head = envelope.GENESIS
     signed = unsigned = 0
@@ -117,6 +117,26 @@ def verify(
         trailer=trailer_line is not None,
         unsigned=unsigned,
     )
+
+
+def against(lines: Sequence[bytes], earlier: Sequence[bytes]) -> tuple[int, str] | None:
+    """Where a history departs from an earlier copy of it (an export, an archive, a client's record):
+    the first version the copy holds that the history lost or holds otherwise, and why; None when the
+    history holds the copy's every envelope as they were. Verify the copy itself first: a copy is
+    evidence only when its signatures hold."""
+    envelopes = _without_trailer(lines)
+    for version, line in enumerate(_without_trailer(earlier), start=1):
+        if version > len(envelopes):
+            return version, (
+                f"truncated: an earlier copy holds version {version}, the history ends at {len(envelopes)}"
+            )
+        if envelopes[version - 1] != line:
+            return version, "the envelope differs from the one an earlier copy holds"
+    return None
+
+
+def _without_trailer(lines: Sequence[bytes]) -> Sequence[bytes]:
+    return lines[:-1] if lines and lines[-1].startswith(TRAILER_START) else lines
 
 
 def _authentic(

@@ -79,9 +79,12 @@ async def test_archive_writes_a_verified_file_then_deletes_the_game(
     game_id = await _finished_game(server.url)
     stored = await get_events(server.url, game_id)
     out = tmp_path / "archive" / f"{game_id}.ndjson"
-    done = await asyncio.to_thread(orchestra, "archive", game_id, "--out", str(out), "--redis-url", redis_url)
+    keys = ("--data-dir", str(server.directory / "var"))  # the server's signing key, to verify with
+    done = await asyncio.to_thread(
+        orchestra, "archive", game_id, "--out", str(out), "--redis-url", redis_url, *keys
+    )
     assert done.returncode == 0, done.stderr
-    assert [msgspec.json.decode(line) for line in out.read_bytes().splitlines()] == stored
+    assert [msgspec.json.decode(line) for line in out.read_bytes().splitlines()[:-1]] == stored
     async with httpx.AsyncClient(base_url=server.url) as http:
         assert (await http.get(f"/games/{game_id}")).status_code == 404
         listed = (await http.get("/games")).json()
@@ -94,7 +97,15 @@ async def test_archive_refuses_a_game_that_has_not_ended_and_keeps_it(
     game_id, _ = await new_game(server.url, ["Ada"])
     out = tmp_path / "live.ndjson"
     refused = await asyncio.to_thread(
-        orchestra, "archive", game_id, "--out", str(out), "--redis-url", redis_url
+        orchestra,
+        "archive",
+        game_id,
+        "--out",
+        str(out),
+        "--redis-url",
+        redis_url,
+        "--data-dir",
+        str(server.directory / "var"),
     )
     assert refused.returncode == 1 and "has not ended" in refused.stderr
     assert len(await get_events(server.url, game_id)) == 1
