@@ -206,6 +206,8 @@ def _settings(args: argparse.Namespace) -> Settings | None:
     or if the API key is one a server must not start with (server.auth.api_key_problem)."""
     from server.auth import api_key_problem
     from server.config import from_env
+    from server.engine.signing import SigningKeyError
+    from server.ops import signing_keys
 
     try:
         settings = from_env(
@@ -220,6 +222,11 @@ def _settings(args: argparse.Namespace) -> Settings | None:
     problem = api_key_problem(settings.api_key)
     if problem is not None:
         print(f"orchestra: {problem}; the server was not started", file=sys.stderr)
+        return None
+    try:  # a key given that does not parse, or a named key file that is missing (one is made on start)
+        signing_keys.load_signer(settings, create=False)
+    except SigningKeyError as exc:
+        print(f"orchestra: {exc}; the server was not started", file=sys.stderr)
         return None
     return settings
 

@@ -32,7 +32,7 @@ from server.protocol.session import (
     Submit,
     close_reason,
 )
-from server.store import StoreError, UnreadableGame
+from server.store import StoreError, StoreFull, UnreadableGame
 from server.web.context import Context
 
 log = logging.getLogger(__name__)
@@ -191,6 +191,10 @@ def _submit(
         ctx.metrics.rejected(code)
         if isinstance(result, Rejected):
             log.info("command rejected", extra={**extra, "code": code, "version": game.version})
+        elif isinstance(result, StoreFull):  # the store answered: not an outage, but an operator must act
+            log.warning("command refused: the store is full", extra={**extra, "version": game.version})
+        elif isinstance(result, UnreadableGame):  # logged once per game and version by the node
+            log.info("command refused: damaged game", extra={**extra, "version": game.version})
         else:
             ctx.metrics.redis_errors.inc()
             log.warning(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import os
 import stat
 import subprocess
 import sys
@@ -298,3 +299,24 @@ async def test_a_game_recorded_before_signing_still_plays_and_verifies_when_unsi
     allowed = await cli("verify", game_id, "--server", upgraded.url, "--allow-unsigned")
     assert allowed.returncode == 0, allowed.stdout + allowed.stderr
     assert f"({len(legacy)} envelopes unsigned, recorded before signing)" in allowed.stdout
+
+
+async def test_serve_refuses_a_signing_key_that_does_not_parse_or_a_named_file_that_is_missing(
+    tmp_path: Path,
+) -> None:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRA_")}
+    for setting in (
+        {"ORCHESTRA_SIGNING_KEY": "change-me"},
+        {"ORCHESTRA_SIGNING_KEY_FILE": str(tmp_path / "missing.key")},
+    ):
+        env = {**base, "ORCHESTRA_DATA_DIR": str(tmp_path / "var"), **setting}
+        done = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", "server.ops.cli", "serve", "--port", "0"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 2 and "the server was not started" in done.stderr, done.stderr
