@@ -26,6 +26,13 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     api_key: str | None = None
     max_frame_bytes: int = 16 * 1024
     max_body_bytes: int = 16 * 1024
+    # An HTTP request's head (request line and headers), and the seconds a client has to send a whole
+    # request (from the connection's start or its previous response): past either the connection closes.
+    max_head_bytes: int = 16 * 1024
+    request_timeout: float = 5.0
+    # TCP connections open at once (HTTP and websocket alike), and from one client address (0: no limit).
+    max_connections: int = 20_000
+    max_connections_per_address: int = 1000
     rate_per_second: float = 50.0
     rate_burst: int = 100
     max_connections_per_game: int = 2000

@@ -26,6 +26,8 @@ FIELDS = (
     "url",
     "error",
     "count",
+    "refused",
+    "peers",
     "status",
     "path",
     "method",

@@ -8,7 +8,9 @@ from typing import Any, TypeVar
 
 import uvicorn
 
+from server import connections
 from server.compat.uvicorn import WS_IMPLEMENTATION, SharedFrameProtocol
+from server.compat.uvicorn_gate import gated_http
 from server.config import Settings
 from server.web.app import create_app
 
@@ -16,11 +18,16 @@ T = TypeVar("T")
 
 
 def uvicorn_server(settings: Settings, graceful_seconds: int = 5) -> uvicorn.Server:
-    """A uvicorn server for the app, configured from `settings` (not started)."""
+    """A uvicorn server for the app, configured from `settings` (not started). This process's descriptor
+    limit is raised to its hard limit (see server.connections)."""
+    limits = connections.from_settings(settings)
     config = uvicorn.Config(
-        create_app(settings),
+        create_app(settings, connections=limits),
         host=settings.host,
         port=settings.port,
+        # uvicorn's httptools protocol behind a gate that bounds connections, request heads and the time
+        # to send a request (server.compat.uvicorn_gate).
+        http=gated_http(limits),
         # The sans-I/O websockets implementation costs the least per message of uvicorn's three; ours
         # adds a direct write of frames shared by many clients (server.compat.uvicorn).
         ws=SharedFrameProtocol if settings.ws_shared_frames else WS_IMPLEMENTATION,

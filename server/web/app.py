@@ -19,6 +19,7 @@ from starlette.routing import Route, WebSocketRoute
 
 from server.auth import api_key_problem
 from server.config import Settings
+from server.connections import ConnectionLimits
 from server.engine.games import Games
 from server.metrics import Metrics
 from server.ops import signing_keys
@@ -32,7 +33,11 @@ from server.web.context import Context
 log = logging.getLogger(__name__)
 
 
-def create_app(settings: Settings | None = None, store: EventStore | None = None) -> Starlette:
+def create_app(
+    settings: Settings | None = None,
+    store: EventStore | None = None,
+    connections: ConnectionLimits | None = None,
+) -> Starlette:
     """The ASGI app. With no `store`, it opens Redis (embedded or `settings.redis_url`) on startup."""
     settings = settings or Settings()
 
@@ -80,7 +85,7 @@ def create_app(settings: Settings | None = None, store: EventStore | None = None
                 raise
             if redis_info is None:
                 redis_info = (await _server_version(opened), "false")
-        metrics = Metrics()
+        metrics = Metrics(connections)
         if redis_info is not None:
             metrics.redis_info.labels(*redis_info).set(1)
         games = Games(
@@ -104,6 +109,8 @@ def create_app(settings: Settings | None = None, store: EventStore | None = None
         try:
             yield
         finally:
+            if connections is not None:
+                connections.summarize()  # the refusals since the last line, not left for a line never written
             await games.close()  # a command still waiting is answered unavailable, not dropped
             if store is None:
                 await opened.close()

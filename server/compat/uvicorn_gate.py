@@ -1,0 +1,312 @@
+"""uvicorn: a gate in front of its httptools protocol that bounds every connection it accepts.
+
+`gated_http(limits)` is the protocol class given to `uvicorn.Config(http=...)`: uvicorn builds one per
+accepted connection. It counts the connection against the node's limits (server.connections) and closes
+it at once when refused; otherwise it creates uvicorn's HTTP protocol and passes it everything the
+transport says, watching each request on the way: its head (request line and headers) must end within
+`max_head_bytes` (else 431, then close), and the whole request, head and body, must arrive within
+`request_timeout` of the connection's start or of the previous response (else close). Bodies are never
+parsed here: httptools does that, and says when a head and a request are complete. A connection closed
+while idle between requests (keep-alive) is not counted as refused, as before.
+
+A websocket stays counted until it closes: uvicorn upgrades a connection by handing the transport to
+its websocket protocol (`transport.set_protocol`); the HTTP protocol holds a view of the transport whose
+`set_protocol` makes the websocket protocol the gate's instead, so the gate still hears the close. The
+view's write methods are the transport's own (bound once), and after the upgrade the transport hands
+received data straight to the websocket protocol: frames cost what they did without the gate.
+
+What this relies on of uvicorn beyond its documented Config: `HttpToolsProtocol` (subclassed here to hear
+when a head, a request and a response are complete, through `on_headers_complete` and
+`on_message_complete`, httptools's parser callbacks uvicorn implements, and uvicorn's own
+`on_response_complete`), its constructor's arguments, and that its upgrade goes through
+`transport.set_protocol`. `missing()` lists what the installed uvicorn lacks; tests/compat runs the gate
+in a real uvicorn server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable
+from typing import Any, ClassVar, cast
+
+import uvicorn
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.server import ServerState
+
+from server.compat import installed
+from server.connections import (
+    BODY_TIMEOUT,
+    HEAD_TIMEOUT,
+    HEAD_TOO_LARGE,
+    ConnectionLimits,
+    address_key,
+)
+
+_HOOKS = ("on_headers_complete", "on_message_complete", "on_response_complete")
+_CALLED = ("connection_made", "data_received", "eof_received", "connection_lost", "pause_writing")
+_CONSTRUCTOR = ("config", "server_state", "app_state", "_loop")
+_HEAD_END = b"\r\n\r\n"
+_BODY = b"request head too large\n"
+TOO_LARGE = (
+    b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: text/plain; charset=utf-8\r\n"
+    b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(_BODY), _BODY)
+)
+
+
+def missing(protocol: type = HttpToolsProtocol) -> list[str]:
+    """What the gate relies on that the installed uvicorn's `protocol` lacks, each naming that version."""
+    version = installed("uvicorn")
+    found = [
+        f"uvicorn {version}: HttpToolsProtocol has no {name}()"
+        for name in _HOOKS + _CALLED + ("handle_websocket_upgrade",)
+        if not callable(getattr(protocol, name, None))
+    ]
+    try:
+        parameters = inspect.signature(protocol).parameters
+    except (TypeError, ValueError):
+        parameters = {}  # type: ignore[assignment]
+    found += [
+        f"uvicorn {version}: HttpToolsProtocol() takes no {name!r} argument"
+        for name in _CONSTRUCTOR
+        if name not in parameters
+    ]
+    return found
+
+
+class _TransportView:
+    """The transport as the HTTP protocol, and after an upgrade the websocket protocol, sees it: the
+    transport's own methods (bound once, so writes cost what they did), but `set_protocol` hands the
+    connection to the new protocol through the gate."""
+
+    __slots__ = (
+        "_gate",
+        "_transport",
+        "write",
+        "writelines",
+        "is_closing",
+        "close",
+        "abort",
+        "get_extra_info",
+        "pause_reading",
+        "resume_reading",
+        "is_reading",
+        "write_eof",
+        "can_write_eof",
+        "get_write_buffer_size",
+        "get_write_buffer_limits",
+        "set_write_buffer_limits",
+    )
+    write: Callable[[Any], None]
+    writelines: Callable[[Any], None]
+    is_closing: Callable[[], bool]
+    close: Callable[[], None]
+    abort: Callable[[], None]
+    get_extra_info: Callable[..., Any]
+    pause_reading: Callable[[], None]
+    resume_reading: Callable[[], None]
+    is_reading: Callable[[], bool]
+    write_eof: Callable[[], None]
+    can_write_eof: Callable[[], bool]
+    get_write_buffer_size: Callable[[], int]
+    get_write_buffer_limits: Callable[[], tuple[int, int]]
+    set_write_buffer_limits: Callable[..., None]
+
+    def __init__(self, transport: asyncio.Transport, gate: GatedHttpProtocol) -> None:
+        self._gate = gate
+        self._transport = transport
+        self.write = transport.write
+        self.writelines = transport.writelines
+        self.is_closing = transport.is_closing
+        self.close = transport.close
+        self.abort = transport.abort
+        self.get_extra_info = transport.get_extra_info
+        self.pause_reading = transport.pause_reading
+        self.resume_reading = transport.resume_reading
+        self.is_reading = transport.is_reading
+        self.write_eof = transport.write_eof
+        self.can_write_eof = transport.can_write_eof
+        self.get_write_buffer_size = transport.get_write_buffer_size
+        self.get_write_buffer_limits = transport.get_write_buffer_limits
+        self.set_write_buffer_limits = transport.set_write_buffer_limits
+
+    def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
+        self._gate.hand_over(cast(asyncio.Protocol, protocol))
+
+    def get_protocol(self) -> asyncio.BaseProtocol:
+        return self._gate.inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
+class _WatchedHttp(HttpToolsProtocol):
+    """uvicorn's httptools protocol, telling its gate when a head, a request and a response are done."""
+
+    gate: GatedHttpProtocol
+
+    def on_headers_complete(self) -> None:
+        self.gate.head_complete()
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        self.gate.request_complete()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self.gate.response_complete()
+
+
+class GatedHttpProtocol(asyncio.Protocol):
+    """One connection: counted against the limits, its requests' heads and times watched (see the
+    module's docstring). Use `gated_http(limits)`, which binds the node's limits."""
+
+    limits: ClassVar[ConnectionLimits]
+
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        server_state: ServerState,
+        app_state: dict[str, Any],
+        _loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        self._built = (config, server_state, app_state, _loop)
+        self.address: str | None = None  # None: refused (or not yet made)
+        self.inner: asyncio.Protocol = cast(asyncio.Protocol, None)
+        self.transport: asyncio.Transport = cast(asyncio.Transport, None)
+        self._loop: asyncio.AbstractEventLoop = cast(asyncio.AbstractEventLoop, None)
+        self._timer: asyncio.TimerHandle | None = None
+        # A request's head is awaited (its bytes counted) from the connection's start and from the end
+        # of each request until the end of the next head.
+        self._awaiting = True
+        self._head_bytes = 0
+        self._tail = b""  # the last bytes of the head so far: its end may straddle two reads
+        self._unanswered = 0  # requests whose head came and whose response is not complete yet
+        self._answered = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        transport = cast(asyncio.Transport, transport)
+        address = address_key(transport.get_extra_info("peername"))
+        limits = self.limits
+        refused = limits.admit(address)
+        if refused is not None:
+            transport.close()
+            limits.refuse(refused, address)
+            return
+        self.address = address
+        self.transport = transport
+        config, server_state, app_state, loop = self._built
+        inner = _WatchedHttp(config=config, server_state=server_state, app_state=app_state, _loop=loop)
+        inner.gate = self
+        self.inner = inner
+        self._loop = inner.loop
+        self._arm()
+        inner.connection_made(cast(asyncio.Transport, _TransportView(transport, self)))
+
+    def data_received(self, data: bytes) -> None:
+        if not self._awaiting:
+            self.inner.data_received(data)
+            return
+        head = data
+        if not self._head_bytes:
+            # Blank lines before a request are skipped by the parser: they are not its head, and must not
+            # pass for the end of one.
+            head = data.lstrip(b"\r\n")
+        size = self._head_bytes + len(head)
+        most = self.limits.limits.max_head_bytes
+        if size > most and (self._tail + head[: most - self._head_bytes]).find(_HEAD_END) < 0:
+            self._refuse(HEAD_TOO_LARGE, TOO_LARGE)  # the head does not end in time: never parsed
+            return
+        self._head_bytes = size
+        self._tail = head[-3:]
+        self.inner.data_received(data)
+        if self._awaiting and self._head_bytes > most and not self.transport.is_closing():
+            # The parser did not end the head where this gate saw its end (it never should).
+            self._refuse(HEAD_TOO_LARGE, TOO_LARGE)
+
+    def eof_received(self) -> bool | None:
+        return self.inner.eof_received()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        address = self.address
+        if address is None:
+            return
+        self.address = None
+        self._disarm()
+        self.limits.release(address)
+        self.inner.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        self.inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self.inner.resume_writing()
+
+    # What the HTTP protocol says of its requests.
+
+    def head_complete(self) -> None:
+        self._awaiting = False
+        self._unanswered += 1
+
+    def request_complete(self) -> None:
+        self._disarm()
+        self._awaiting, self._head_bytes, self._tail = True, 0, b""
+        if not self._unanswered:
+            self._arm()  # answered already (refused before its body came): the next request is due
+
+    def response_complete(self) -> None:
+        self._unanswered -= 1
+        self._answered = True
+        if not self._unanswered and self._awaiting and self._timer is None:
+            self._arm()
+
+    def hand_over(self, protocol: asyncio.Protocol) -> None:
+        """The connection now speaks `protocol` (a websocket): the gate stays the transport's protocol,
+        to hear the close, and the transport calls the new protocol's own methods for all the rest."""
+        self._disarm()
+        self._awaiting = False
+        self.inner = protocol
+        # Instance attributes shadow this class's methods, and the transport looks the protocol's
+        # data_received up again when it is set: data goes to the websocket protocol with no call between.
+        vars(self).update(
+            data_received=protocol.data_received,
+            eof_received=protocol.eof_received,
+            pause_writing=protocol.pause_writing,
+            resume_writing=protocol.resume_writing,
+        )
+        self.transport.set_protocol(self)
+
+    # Deadlines and refusals.
+
+    def _arm(self) -> None:
+        if not self.transport.is_closing():
+            self._timer = self._loop.call_later(self.limits.limits.request_timeout, self._expired)
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _expired(self) -> None:
+        self._timer = None
+        if self.address is None or self.transport.is_closing():
+            return
+        if self._awaiting and not self._head_bytes and self._answered:
+            self.transport.close()  # idle between requests: keep-alive's end, not a refusal
+            return
+        self._refuse(HEAD_TIMEOUT if self._awaiting else BODY_TIMEOUT)
+
+    def _refuse(self, reason: str, answer: bytes = b"") -> None:
+        self._disarm()
+        self._awaiting = False
+        if self.address is not None:
+            self.limits.refuse(reason, self.address)
+        if answer:
+            self.transport.write(answer)
+        self.transport.close()
+
+
+def gated_http(limits: ConnectionLimits) -> type[asyncio.Protocol]:
+    """The protocol class for `uvicorn.Config(http=...)` that applies `limits` to every connection."""
+    return type("GatedHttpProtocol", (GatedHttpProtocol,), {"limits": limits})

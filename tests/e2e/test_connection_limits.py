@@ -1,0 +1,249 @@
+"""`orchestra serve` on its own bounds request heads, the time to send a request, and connections (all,
+and per client address, websockets included), counts what it refuses and logs it at most once a minute.
+
+Raw sockets against the real server; a second client address is another loopback address (127.0.0.2,
+which Linux routes to the loopback interface like 127.0.0.1).
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlsplit
+
+import psutil
+import pytest
+from support.e2e import assert_clean_logs, log_lines
+from websockets.sync.client import ClientConnection
+from websockets.sync.client import connect as ws_connect
+
+pytestmark = [pytest.mark.e2e, pytest.mark.integration]
+
+TIMEOUT = 0.5
+HEAD = 16 * 1024
+MIB = 1 << 20
+
+
+@pytest.fixture(scope="module")
+def bounded(start_module_server: Any) -> Any:
+    """The default head limit, a short request timeout."""
+    return start_module_server(request_timeout=TIMEOUT)
+
+
+@pytest.fixture(scope="module")
+def per_address(start_module_server: Any) -> Any:
+    """Three connections per address; requests may take their time (connections stay held)."""
+    return start_module_server(max_connections_per_address=3, request_timeout=30)
+
+
+def address(server: Any) -> tuple[str, int]:
+    parts = urlsplit(server.url)
+    assert parts.hostname is not None and parts.port is not None
+    return parts.hostname, parts.port
+
+
+@pytest.fixture
+def sockets() -> Iterator[list[socket.socket]]:
+    """Sockets a test opens, closed after it."""
+    opened: list[socket.socket] = []
+    yield opened
+    for sock in opened:
+        sock.close()
+
+
+def open_socket(server: Any, opened: list[socket.socket], source: str = "127.0.0.1") -> socket.socket:
+    sock = socket.create_connection(address(server), timeout=5, source_address=(source, 0))
+    opened.append(sock)
+    return sock
+
+
+def get(path: str, *headers: str) -> bytes:
+    return ("\r\n".join([f"GET {path} HTTP/1.1", "host: test", *headers]) + "\r\n\r\n").encode()
+
+
+def head_of(size: int) -> bytes:
+    """GET /healthz with `connection: close`, padded to a head of exactly `size` bytes."""
+    bare = get("/healthz", "connection: close", "x-pad: ")
+    return get("/healthz", "connection: close", "x-pad: " + "a" * (size - len(bare)))
+
+
+def read_to_close(sock: socket.socket, seconds: float = 5.0) -> tuple[bytes, float]:
+    """Everything the server sends until it closes (a reset counts as a close); and how long that took."""
+    started = time.monotonic()
+    sock.settimeout(seconds)
+    received = b""
+    try:
+        while chunk := sock.recv(65536):
+            received += chunk
+    except ConnectionResetError:
+        pass
+    return received, time.monotonic() - started
+
+
+def status(response: bytes) -> int:
+    match = re.match(rb"HTTP/1\.1 (\d{3}) ", response)
+    assert match, response[:200]
+    return int(match.group(1))
+
+
+def healthz(server: Any, opened: list[socket.socket], source: str) -> int:
+    sock = open_socket(server, opened, source)
+    sock.sendall(get("/healthz", "connection: close"))
+    return status(read_to_close(sock)[0])
+
+
+def refused_counts(server: Any, opened: list[socket.socket]) -> dict[str, float]:
+    sock = open_socket(server, opened, "127.0.0.9")
+    sock.sendall(get("/metrics", "connection: close"))
+    text = read_to_close(sock)[0].decode()
+    found = re.findall(r'^orchestra_connections_refused_total\{reason="(\w+)"\} ([0-9.e+]+)$', text, re.M)
+    return {reason: float(value) for reason, value in found}
+
+
+def websocket(server: Any, source: str) -> ClientConnection:
+    url = server.url.replace("http://", "ws://") + "/games/nosuchgame/ws"
+    return ws_connect(url, source_address=(source, 0), open_timeout=5)
+
+
+def refused_at_once(sock: socket.socket) -> bool:
+    received, took = read_to_close(sock, 2.0)
+    return received == b"" and took < 1.0
+
+
+# Heads ---------------------------------------------------------------------------------------------------
+
+
+def test_a_head_over_16_kib_gets_431_and_a_close_and_one_of_16_kib_is_served(
+    bounded: Any, sockets: list[socket.socket]
+) -> None:
+    over = open_socket(bounded, sockets)
+    over.sendall(head_of(17 * 1024))
+    response, _ = read_to_close(over)
+    assert status(response) == 431
+    exact = open_socket(bounded, sockets)
+    exact.sendall(head_of(HEAD))
+    assert status(read_to_close(exact)[0]) == 200
+
+
+def test_a_request_that_stalls_is_closed_at_the_deadline(bounded: Any, sockets: list[socket.socket]) -> None:
+    started = time.monotonic()
+    silent = open_socket(bounded, sockets)
+    half = open_socket(bounded, sockets)
+    half.sendall(b"GET /healthz HTTP/1.1\r\nhost: te")
+    kept = open_socket(bounded, sockets)
+    kept.sendall(get("/healthz"))
+    time.sleep(0.1)
+    kept.sendall(b"GET /healthz HTTP/1.1\r\n")  # a second head on the kept-alive connection, unfinished
+    for sock in (silent, half, kept):
+        received, _ = read_to_close(sock)
+        took = time.monotonic() - started
+        assert TIMEOUT * 0.9 <= took < TIMEOUT + 2.5, took
+        assert received.count(b"HTTP/1.1 ") == (1 if sock is kept else 0)
+
+
+def test_ten_100_mib_heads_leave_the_servers_memory_bounded(
+    bounded: Any, sockets: list[socket.socket]
+) -> None:
+    server = psutil.Process(bounded.pid)
+    before = refused_counts(bounded, sockets)["head_too_large"]
+    rss = [server.memory_info().rss]
+    sent = [0] * 10
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            rss.append(server.memory_info().rss)
+            time.sleep(0.005)
+
+    def flood(index: int) -> None:
+        sock = open_socket(bounded, sockets)
+        chunk = b"a" * MIB
+        try:
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nhost: test\r\nx-huge: ")
+            while sent[index] < 100 * MIB:
+                sock.sendall(chunk)
+                sent[index] += len(chunk)
+        except OSError:
+            pass  # the server closed it: stop at the first error
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    floods = [threading.Thread(target=flood, args=(i,)) for i in range(10)]
+    for thread in floods:
+        thread.start()
+    for thread in floods:
+        thread.join(60)
+    done.set()
+    sampler.join()
+    growth = (max(rss) - rss[0]) / MIB
+    assert growth < 50, f"the server's RSS grew by {growth:.1f} MiB"
+    assert max(sent) < 50 * MIB, sent  # each was cut off long before its 100 MiB
+    assert refused_counts(bounded, sockets)["head_too_large"] - before == 10
+    assert healthz(bounded, sockets, "127.0.0.2") == 200
+    assert_clean_logs(bounded.logs())
+
+
+# Connections ---------------------------------------------------------------------------------------------
+
+
+def test_one_address_over_its_limit_is_refused_at_once_while_another_is_served(
+    per_address: Any, sockets: list[socket.socket]
+) -> None:
+    held = [open_socket(per_address, sockets) for _ in range(3)]
+    held[0].sendall(b"GET /healthz HTTP/1.1\r\n")  # half a head: held (the timeout is long here)
+    fourth = open_socket(per_address, sockets)
+    assert refused_at_once(fourth)
+    started = time.monotonic()
+    assert healthz(per_address, sockets, "127.0.0.2") == 200
+    assert time.monotonic() - started < 2
+    held.pop().close()
+    time.sleep(0.2)
+    assert healthz(per_address, sockets, "127.0.0.1") == 200  # its slot came back
+    for sock in held:
+        sock.close()
+
+
+def test_websockets_count_against_the_limit_until_they_close(
+    per_address: Any, sockets: list[socket.socket]
+) -> None:
+    with websocket(per_address, "127.0.0.3") as first, websocket(per_address, "127.0.0.3"):
+        open_socket(per_address, sockets, "127.0.0.3")
+        assert refused_at_once(open_socket(per_address, sockets, "127.0.0.3"))
+        first.close()
+        time.sleep(0.2)
+        assert healthz(per_address, sockets, "127.0.0.3") == 200
+
+
+def test_the_global_limit_refuses_any_address(start_server: Any, sockets: list[socket.socket]) -> None:
+    server = start_server(max_connections=3, max_connections_per_address=0, request_timeout=30)
+    with websocket(server, "127.0.0.4"):
+        open_socket(server, sockets, "127.0.0.4")
+        held = open_socket(server, sockets, "127.0.0.5")
+        assert refused_at_once(open_socket(server, sockets, "127.0.0.6"))
+        held.close()
+        time.sleep(0.2)
+        assert healthz(server, sockets, "127.0.0.6") == 200
+    time.sleep(0.2)
+    assert refused_counts(server, sockets)["global"] == 1
+
+
+def test_refusals_are_counted_and_logged_once_a_minute_at_most(
+    start_server: Any, sockets: list[socket.socket]
+) -> None:
+    server = start_server(max_connections_per_address=1, request_timeout=30)
+    open_socket(server, sockets, "127.0.0.7")
+    for _ in range(25):
+        assert refused_at_once(open_socket(server, sockets, "127.0.0.7"))
+    counts = refused_counts(server, sockets)
+    assert counts["per_address"] == 25 and counts["global"] == 0
+    lines = [line for line in log_lines(server.logs()) if line["msg"].startswith("connections refused")]
+    assert len(lines) == 1  # the first at once; the other 24 wait for the minute's summary
+    assert lines[0]["refused"] == {"per_address": 1} and lines[0]["level"] == "warning"
+    server.terminate()  # the refusals since that line are summed up at shutdown
+    lines = [line for line in log_lines(server.logs()) if line["msg"].startswith("connections refused")]
+    assert [line["refused"] for line in lines] == [{"per_address": 1}, {"per_address": 24}]
+    assert lines[1]["peers"] == {"127.0.0.7": 24}
