@@ -161,8 +161,9 @@ async def test_no_token_reaches_redis_metrics_lists_cli_output_or_archives(
     finally:
         client.close()
     archive = tmp_path / "private.ndjson"
+    keys = ("--data-dir", str(server.directory / "var"))  # the server's signing key
     kept = await asyncio.to_thread(
-        orchestra, "archive", game_id, "--out", str(archive), "--redis-url", redis_process.url
+        orchestra, "archive", game_id, "--out", str(archive), "--redis-url", redis_process.url, *keys
     )
     assert kept.returncode == 0, kept.stderr
     seen += [kept.stdout, kept.stderr, archive.read_text(), server.logs()]
