@@ -15,10 +15,12 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from domain import patterns
 from domain.layout import Layout
 from domain.vocabulary import Consolation, Era, Family, Material, Spectators
 
-CommandId = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9._:-]{1,64}\Z")]
+# Every struct holding a CommandId calls `patterns.check_end` on it (see domain.patterns).
+CommandId = Annotated[str, msgspec.Meta(pattern=patterns.COMMAND_ID)]
 Seat = Annotated[int, msgspec.Meta(ge=0, le=3)]
 # A name as sent: bounded here only in size; domain.names decides what a name may be (trimmed, 1 to 32).
 Name = Annotated[str, msgspec.Meta(max_length=128)]
@@ -86,6 +88,9 @@ class Place(BaseCommand, frozen=True, tag="place"):
     materials: tuple[Material, ...] | None = None
     expected_version: Annotated[int, msgspec.Meta(ge=0)] | None = None
 
+    def __post_init__(self) -> None:
+        patterns.check_end(self.id, patterns.COMMAND_ID, "$.id")
+
 
 class EndGame(BaseCommand, frozen=True, tag="end_game"):
     """End the game and score it (seat 0 only)."""
@@ -93,6 +98,9 @@ class EndGame(BaseCommand, frozen=True, tag="end_game"):
     seat: Seat
     id: CommandId
     expected_version: Annotated[int, msgspec.Meta(ge=0)] | None = None
+
+    def __post_init__(self) -> None:
+        patterns.check_end(self.id, patterns.COMMAND_ID, "$.id")
 
 
 Command = CreateGame | Place | EndGame

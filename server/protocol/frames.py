@@ -10,20 +10,25 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from domain import EndGame, Place
-from domain.messages import CommandId, Ref, Skill, Token
+from domain import EndGame, Place, patterns
+from domain.messages import CommandId, Ref, Seat, Skill, Token
 from domain.vocabulary import Consolation, Material
-from projections import View, ViewDelta
+from server.protocol.codes import CODES
 
 Version = Annotated[int, msgspec.Meta(ge=0)]
+# JSON encoded elsewhere and sent as it is; the published schema says what it holds.
+EnvelopeJson = Annotated[msgspec.Raw, msgspec.Meta(extra_json_schema={"$ref": "#/$defs/Envelope"})]
+ViewJson = Annotated[msgspec.Raw, msgspec.Meta(extra_json_schema={"$ref": "#/$defs/View"})]
+Code = Annotated[str, msgspec.Meta(extra_json_schema={"enum": list(CODES)})]
 # A hello's `view`: "delta" (live frames carry what changed), "full" (the whole view; v1's `true`), false
 # (none).
 ViewMode = bool | Literal["full", "delta"]
 
 
-class Hello(msgspec.Struct, frozen=True, tag_field="type", tag="hello"):
+class Hello(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag_field="type", tag="hello"):
     """The first frame: a seat token (or a watch token, or null for a public spectator), the resume point,
-    and what live frames carry of the view (`true`, v1's spelling, means "full": see `Session.view`)."""
+    and what live frames carry of the view (`true`, v1's spelling, means "full"). No other field, as in a
+    command."""
 
     token: str | None = None
     since: Version | None = None
@@ -40,6 +45,9 @@ class PlaceFrame(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag_fi
     consolation: Consolation = "money"
     materials: tuple[Material, ...] | None = None
     expected_version: Version | None = None
+
+    def __post_init__(self) -> None:
+        patterns.check_end(self.id, patterns.COMMAND_ID, "$.id")
 
     def command(self, seat: int) -> Place:
         """The domain command, with the seat of the connection."""
@@ -61,6 +69,9 @@ class EndGameFrame(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag_
     id: CommandId
     expected_version: Version | None = None
 
+    def __post_init__(self) -> None:
+        patterns.check_end(self.id, patterns.COMMAND_ID, "$.id")
+
     def command(self, seat: int) -> EndGame:
         """The domain command, with the seat of the connection."""
         return EndGame(seat=seat, id=self.id, expected_version=self.expected_version)
@@ -80,33 +91,33 @@ class Welcome(msgspec.Struct, frozen=True, tag_field="type", tag="welcome"):
     """The answer to hello: the role, the seat (players), the current version and the view at it."""
 
     role: Literal["player", "spectator"]
-    seat: int | None
-    version: int
-    view: msgspec.Raw
+    seat: Seat | None
+    version: Version
+    view: ViewJson
 
 
 class Accepted(msgspec.Struct, frozen=True, tag_field="type", tag="accepted"):
     """A command was written: its last version and its envelopes."""
 
-    id: str
-    version: int
-    events: list[msgspec.Raw]
+    id: CommandId
+    version: Version
+    events: list[EnvelopeJson]
 
 
 class RejectedFrame(msgspec.Struct, frozen=True, tag_field="type", tag="rejected"):
     """A command or frame was refused; nothing changed."""
 
     id: str | None
-    code: str
+    code: Code
     message: str
-    version: int
+    version: Version
 
 
 class EventsFrame(msgspec.Struct, frozen=True, tag_field="type", tag="events"):
     """Envelopes of one or more consecutive commands, with the view after the last (live traffic for
     `view: "full"` clients)."""
 
-    envelopes: list[msgspec.Raw]
+    envelopes: list[EnvelopeJson]
     # Already encoded, or the live view's struct of encoded spaces (encoded in the frame's own pass: one
     # copy of a view that grows with the game, not two).
     view: msgspec.Raw | msgspec.Struct
@@ -120,38 +131,37 @@ class DeltaFrame(msgspec.Struct, frozen=True, tag_field="type", tag="events"):
     scores changed: its size follows the change, not the game.
     """
 
-    envelopes: list[msgspec.Raw]
+    envelopes: list[EnvelopeJson]
     view_delta: msgspec.Raw | msgspec.Struct
 
 
 class HistoryFrame(msgspec.Struct, frozen=True, tag_field="type", tag="events"):
     """Envelopes without a view: history after a welcome, or live traffic for `view: false` clients."""
 
-    envelopes: list[msgspec.Raw]
+    envelopes: list[EnvelopeJson]
 
-
-class EventsFrameShape(msgspec.Struct, frozen=True, tag_field="type", tag="events"):
-    """What the schema says of an `events` frame: one of EventsFrame, DeltaFrame, HistoryFrame."""
-
-    envelopes: list[msgspec.Raw]
-    view: View | None = None
-    view_delta: ViewDelta | None = None
-
-
-ServerFrame = Welcome | Accepted | RejectedFrame | EventsFrameShape
 
 encode = msgspec.json.Encoder().encode
 
 
 def readable_id(text: str | bytes) -> str | None:
     """The `id` of a frame that failed to decode, when it had a readable string id (for the answer)."""
+    found = _readable(text, "id")
+    return found if isinstance(found, str) and len(found) <= 256 else None
+
+
+def says_hello(text: str | bytes) -> bool:
+    """Whether a frame that failed to decode is a JSON object whose `type` is "hello"."""
+    return _readable(text, "type") == "hello"
+
+
+def _readable(text: str | bytes, field: str) -> object:
     try:
         raw = _decode_loose(text)
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
-        # Deep nesting (10,000 arrays in a field) exhausts the decoder's recursion: no readable id.
+        # Deep nesting (thousands of arrays in a field) exhausts the decoder's recursion: nothing to read.
         return None
-    found = raw.get("id")
-    return found if isinstance(found, str) and len(found) <= 256 else None
+    return raw.get(field)
 
 
 def rejected(id: str | None, code: str, message: str, version: int) -> bytes:

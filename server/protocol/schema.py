@@ -1,4 +1,17 @@
-"""The published message schemas (GET /schema.json), generated from the msgspec types themselves."""
+"""The published message schema (GET /schema.json): JSON Schema 2020-12, generated from the msgspec types.
+
+The document is portable: standard keywords only, patterns in the subset ECMA-262 and Python share (see
+domain.patterns), so strict validators (ajv in strict mode) compile it as served. Its entry points are
+`$defs/ClientFrame` and `$defs/ServerFrame`; the root accepts a frame of either direction.
+
+msgspec's output is reshaped in three ways:
+- a tagged union (msgspec writes `anyOf` with OpenAPI's `discriminator`, which is no JSON Schema keyword)
+  becomes a named definition holding a plain `oneOf`, whose branches each fix their tag with `const`;
+- the server frame union is written here: the three shapes of an `events` frame share one tag, so they
+  are told apart by which view field they carry (`EventsFrame`: `view`, `DeltaFrame`: `view_delta`,
+  `HistoryFrame`: neither);
+- fields always present in what the server sends are required even where Python gives them a default.
+"""
 
 from __future__ import annotations
 
@@ -7,29 +20,106 @@ from typing import Any
 
 import msgspec
 
-from domain import Command, Event
-from projections import View
+from domain import Event
+from projections import View, ViewDelta
 from server.engine.envelope import Envelope
-from server.protocol.frames import ClientFrame, ServerFrame
+from server.protocol import frames
+
+DIALECT = "https://json-schema.org/draft/2020-12/schema"
+REF = "#/$defs/{name}"
+
+
+class EventsFrame(msgspec.Struct, frozen=True, tag_field="type", tag="events"):
+    """Envelopes of one or more consecutive commands, with the whole view after the last (live frames of a
+    `view: "full"` connection)."""
+
+    envelopes: list[Envelope]
+    view: View
+
+
+class DeltaFrame(msgspec.Struct, frozen=True, tag_field="type", tag="events"):
+    """Envelopes of one or more consecutive commands, with what they changed in the view (live frames of a
+    `view: "delta"` connection, the default)."""
+
+    envelopes: list[Envelope]
+    view_delta: ViewDelta
+
+
+# The schema's twin of each wire frame whose Python type holds a view as a struct (see frames.py).
+TWINS: dict[str, type[msgspec.Struct]] = {"EventsFrame": frames.EventsFrame, "DeltaFrame": frames.DeltaFrame}
+CLIENT_FRAMES = (frames.Hello, frames.PlaceFrame, frames.EndGameFrame)
+SERVER_FRAMES = (
+    frames.Welcome,
+    frames.Accepted,
+    frames.RejectedFrame,
+    EventsFrame,
+    DeltaFrame,
+    frames.HistoryFrame,
+)
+# The name of each tagged union, by its members.
+UNIONS = {
+    frozenset({"InstrumentToken", "PerformanceToken", "RepairToken"}): "Token",
+    frozenset({"GameCreated", "ChairClaimed", "ChairStolen", "PlacedBelowLine", "GameEnded"}): "Event",
+    frozenset({"ChairSpaceView", "RareSpaceView"}): "SpaceView",
+    frozenset({"ChairSpaceAdded", "RareSpaceAdded"}): "SpaceAdded",
+}
+# Fields that a frame of that shape never carries: the three `events` shapes exclude one another.
+ABSENT = {"EventsFrame": ("view_delta",), "DeltaFrame": ("view",), "HistoryFrame": ("view", "view_delta")}
+# Fields with a default in Python that every envelope carries all the same (only `key` and `sig` may be
+# missing, from envelopes written before signing).
+ALWAYS = {"Envelope": ("schema", "prev")}
 
 
 @functools.cache
 def document() -> bytes:
-    """One JSON Schema document with a definition per type clients exchange with the server."""
-    types: tuple[Any, ...] = (ClientFrame, ServerFrame, Envelope, Event, View, Command)
-    roots, components = msgspec.json.schema_components(types, ref_template="#/$defs/{name}")
-    return msgspec.json.encode(
-        {
-            "$schema": "https://json-schema.org/draft/2020-12/schema",
-            "title": "Orchestra wire protocol v1",
-            "$defs": components,
-            "properties": {
-                "client_frame": roots[0],
-                "server_frame": roots[1],
-                "envelope": roots[2],
-                "event": roots[3],
-                "view": roots[4],
-                "domain_command": roots[5],
-            },
-        }
-    )
+    """The whole schema, encoded."""
+    return msgspec.json.encode(build())
+
+
+def build() -> dict[str, Any]:
+    """The schema as a JSON object."""
+    types: tuple[Any, ...] = (*CLIENT_FRAMES, *SERVER_FRAMES, Envelope, Event, View, ViewDelta)
+    _, components = msgspec.json.schema_components(types, ref_template=REF)
+    unions: dict[str, Any] = {}  # the named unions met on the way
+    defs: dict[str, Any] = {name: _portable(schema, unions) for name, schema in components.items()}
+    defs.update(unions)
+    for name, fields in ABSENT.items():
+        defs[name]["properties"].update(dict.fromkeys(fields, False))
+    for name, fields in ALWAYS.items():
+        defs[name]["required"] = [*defs[name]["required"], *fields]
+    defs["ClientFrame"] = _one_of(t.__name__ for t in CLIENT_FRAMES)
+    defs["ServerFrame"] = _one_of(t.__name__ for t in SERVER_FRAMES)
+    return {
+        "$schema": DIALECT,
+        "title": "Orchestra wire protocol v1",
+        "description": (
+            "Validate a frame a client sends against #/$defs/ClientFrame, a frame the server sends against "
+            "#/$defs/ServerFrame; envelopes (#/$defs/Envelope, also the lines of GET /games/{id}/events), "
+            "views (#/$defs/View, also GET /games/{id}) and view deltas (#/$defs/ViewDelta) have their own "
+            "definitions. The root accepts a frame of either direction."
+        ),
+        "oneOf": [{"$ref": REF.format(name="ClientFrame")}, {"$ref": REF.format(name="ServerFrame")}],
+        "$defs": dict(sorted(defs.items())),
+    }
+
+
+def _one_of(names: Any) -> dict[str, Any]:
+    return {"oneOf": [{"$ref": REF.format(name=name)} for name in names]}
+
+
+def _portable(node: Any, unions: dict[str, Any]) -> Any:
+    """`node` with its tagged unions as references to named `oneOf` definitions (added to `unions`) and its
+    tags as `const`."""
+    if isinstance(node, list):
+        return [_portable(item, unions) for item in node]
+    if not isinstance(node, dict):
+        return node
+    if "discriminator" in node:
+        branches = node["anyOf"]
+        members = frozenset(branch["$ref"].rsplit("/", 1)[1] for branch in branches)
+        name = UNIONS[members]  # a new union needs its name in UNIONS (a KeyError until then)
+        unions[name] = {"oneOf": branches}
+        return {"$ref": REF.format(name=name)}
+    if list(node) == ["enum"] and len(node["enum"]) == 1:
+        return {"const": node["enum"][0]}
+    return {key: _portable(value, unions) for key, value in node.items()}

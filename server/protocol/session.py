@@ -35,6 +35,7 @@ from server.protocol.frames import (
     encode,
     readable_id,
     rejected,
+    says_hello,
 )
 from server.protocol.limits import TokenBucket
 from server.store import StoreFull, UnreadableGame
@@ -46,6 +47,7 @@ DAMAGED = 1011
 HISTORY_CHUNK = 200
 # RFC 6455: a close frame's payload is at most 125 bytes, two of them the code.
 MAX_CLOSE_REASON_BYTES = 123
+NOT_HELLO = "the first frame must be hello"
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,15 +164,18 @@ class Session:
         return [Close(POLICY, "no hello in time")]
 
     def _receive_hello(self, text: str | None) -> list[Action]:
+        """A hello joins; a frame that says it is a hello but is not a valid one (a value outside its type,
+        an unknown field) is refused as `bad_request` naming what is wrong; anything else only closes."""
         frame: object = None
         if text is not None and _size(text) <= self.limits.max_frame_bytes:
             try:
                 frame = decode_frame(text)
-            except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
-                frame = None
+            except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
+                if says_hello(text):
+                    return self.refuse("bad_request", str(exc), POLICY)
         if not isinstance(frame, Hello):
             self.state = State.CLOSED
-            return [Close(POLICY, "the first frame must be hello")]
+            return [Close(POLICY, NOT_HELLO)]
         self.hello = frame
         self.state = State.JOINING
         return [Join(frame)]

@@ -130,6 +130,14 @@ def test_an_id_inside_the_pattern_decodes(command_id: str) -> None:
     assert _decode(text) == EndGame(seat=0, id=command_id)
 
 
+def test_a_final_line_break_is_refused_in_every_command_with_an_id() -> None:
+    """The id pattern ends with `$`, which in Python also matches before a final line break: refused."""
+    place = {"type": "place", "seat": 0, "id": "c-1\n", "token": {"kind": "repair", "family": "winds"}}
+    for command in (place | {"space": "oboe"}, {"type": "end_game", "seat": 0, "id": "c-1\n"}):
+        with pytest.raises(msgspec.ValidationError, match=r"\$\.id"):
+            _decode(msgspec.json.encode(command))
+
+
 @pytest.mark.parametrize(
     ("field", "value"),
     [

@@ -187,27 +187,34 @@ async def test_the_schema_lists_every_message_and_real_frames_validate(
     assert response.status_code == 200
     document = response.json()
     defs = document["$defs"]
+    assert response.headers["content-type"] == "application/schema+json"
     wanted = {
+        "ClientFrame",
+        "ServerFrame",
         "Envelope",
         "View",
+        "ViewDelta",
         "Hello",
         "PlaceFrame",
         "EndGameFrame",
         "Welcome",
         "Accepted",
         "RejectedFrame",
+        "EventsFrame",
+        "DeltaFrame",
+        "HistoryFrame",
     }
-    events = {"GameCreated", "ChairClaimed", "ChairStolen", "PlacedBelowLine", "GameEnded"}
+    events = {"Event", "GameCreated", "ChairClaimed", "ChairStolen", "PlacedBelowLine", "GameEnded"}
     assert wanted | events <= set(defs)
     jsonschema.Draft202012Validator.check_schema(document)
 
-    def validator(root: dict[str, Any]) -> jsonschema.Draft202012Validator:
-        return jsonschema.Draft202012Validator({"$defs": defs, **root})
+    def validator(name: str) -> jsonschema.Draft202012Validator:
+        return jsonschema.Draft202012Validator({"$ref": f"#/$defs/{name}", "$defs": defs})
 
-    server_frame = validator(document["properties"]["server_frame"])
-    envelope = validator({"$ref": "#/$defs/Envelope"})
-    view = validator({"$ref": "#/$defs/View"})
-    client_frame = validator(document["properties"]["client_frame"])
+    server_frame = validator("ServerFrame")
+    envelope = validator("Envelope")
+    view = validator("View")
+    client_frame = validator("ClientFrame")
     game_id, tokens = await new_game(api.url, ["Ada", "Ben"])
     async with await GameClient.connect(api.url, game_id, tokens[0], reconnect=False) as ada:
         accepted = await ada.place(

@@ -70,16 +70,43 @@ def test_a_hello_asks_to_join_its_game() -> None:
         pytest.param(PLACE, id="a-command"),
         pytest.param("not json", id="not-json"),
         pytest.param(None, id="a-binary-frame"),
-        pytest.param(hello(view="patch"), id="a-view-mode-that-is-gone"),
-        pytest.param(hello(since=-1), id="a-negative-since"),
+        pytest.param(json.dumps({"token": None}), id="no-type"),
+        pytest.param(json.dumps({"type": "helo"}), id="another-type"),
+        pytest.param('{"type": "hello", "token": nul', id="a-hello-that-is-not-json"),
         pytest.param(json.dumps({"type": "hello", "token": "x" * 20_000}), id="a-hello-over-the-frame-limit"),
     ],
 )
-def test_a_first_frame_that_is_not_a_valid_hello_closes_with_policy(first: str | None) -> None:
+def test_a_first_frame_that_is_no_hello_closes_with_policy(first: str | None) -> None:
     session = Session()
     assert session.receive(first) == [Close(POLICY, "the first frame must be hello")]
     assert session.state is State.CLOSED
     assert session.receive(hello()) == []
+
+
+@pytest.mark.parametrize(
+    ("first", "message"),
+    [
+        pytest.param(hello(view="bogus"), "Invalid enum value 'bogus' - at `$.view`", id="unknown-view-mode"),
+        pytest.param(hello(view="patch"), "Invalid enum value 'patch' - at `$.view`", id="gone-view-mode"),
+        pytest.param(hello(since=-1), "Expected `int` >= 0 - at `$.since`", id="negative-since"),
+        pytest.param(hello(since="3"), "Expected `int | null`, got `str` - at `$.since`", id="since-text"),
+        pytest.param(hello(token=42), "Expected `str | null`, got `int` - at `$.token`", id="token-a-number"),
+        pytest.param(hello(seat=0), "Object contains unknown field `seat`", id="unknown-field"),
+    ],
+)
+def test_an_invalid_hello_is_a_bad_request_naming_what_is_wrong_then_closes(first: str, message: str) -> None:
+    session = Session()
+    actions = session.receive(first)
+    assert frames(actions) == [
+        {"type": "rejected", "id": None, "code": "bad_request", "message": message, "version": 0}
+    ]
+    assert actions[-1] == Close(POLICY, message) and session.state is State.CLOSED
+    assert session.receive(hello()) == []
+
+
+def test_a_hello_with_every_field_valid_joins() -> None:
+    (join,) = Session().receive(hello(token=None, since=0, view=False))
+    assert isinstance(join, Join) and join.hello.view is False and join.hello.since == 0
 
 
 def test_no_hello_in_time_closes_with_policy_and_a_late_one_is_ignored() -> None:

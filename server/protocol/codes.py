@@ -1,0 +1,32 @@
+"""Every code an answer can carry: a websocket `rejected` frame's, and an HTTP error's.
+
+The one list: the published schema's enum for a rejection's `code` is made from it, and tests check that
+every code the server writes (the rules' rejections, the session's, the HTTP routes') is in it and that
+the tables of docs/protocol.md name each of them.
+"""
+
+from __future__ import annotations
+
+# The codes of a websocket `rejected` frame (most of them are HTTP error codes as well).
+CODES: tuple[str, ...] = (
+    # The frame or request.
+    "too_large",
+    "rate_limited",
+    "bad_request",
+    # Access.
+    "forbidden",
+    # The game.
+    "unknown_game",
+    "game_over",
+    "stale_version",
+    "limit_reached",
+    # The rule, then the choices.
+    "illegal_space",
+    "missing_choice",
+    # The server and its store.
+    "unavailable",
+    "store_full",
+    "damaged_game",
+)
+# Codes only an HTTP error carries.
+HTTP_ONLY: tuple[str, ...] = ("too_many_games",)
