@@ -1,1 +1,1 @@
-"""Running the server: the command line, uvicorn, the embedded Redis, logs, archive, verify and signing keys."""
+"""Running the server: the command line, uvicorn, the embedded Redis, logs, archive, verify, signing keys."""
