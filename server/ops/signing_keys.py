@@ -95,7 +95,7 @@ def keyring(settings: Settings, signer: Signer | None) -> Keyring:
 
 def write_key(path: Path, signer: Signer) -> None:
     """Write a new key file (PEM, mode 0600); never over an existing one. Raises: FileExistsError, OSError."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # a new directory holding a secret: private
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as out:
         out.write(signer.pem())
