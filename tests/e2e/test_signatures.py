@@ -22,7 +22,7 @@ import redis
 from support.e2e import PERF, new_game
 
 from orchestra_client import GameClient
-from server.engine.signing import Signer
+from server.engine.signing import ENVELOPE, Signer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -165,6 +165,23 @@ def _strip_signatures(lines: list[bytes]) -> tuple[list[bytes], int]:
     return _rechained(lines, {}, strip=True), 1
 
 
+def _resign_with_another_key(lines: list[bytes]) -> tuple[list[bytes], int]:
+    """Seats swapped from version 2 on, the chain hashed again and every envelope signed with a key of the
+    forger's own."""
+    forger = Signer.generate()
+
+    def swap(raw: Raw) -> None:
+        raw["seat"] = raw["event"]["seat"] = 1 - raw["seat"]
+
+    unsigned = _rechained(lines, {v: swap for v in range(2, len(lines) + 1)}, strip=True)
+    out: list[bytes] = []
+    for line in unsigned:
+        raw = msgspec.json.decode(line)
+        raw["prev"] = hashlib.sha256(out[-1]).hexdigest() if out else "0" * 64
+        out.append(forger.sign(ENVELOPE, msgspec.json.encode({**raw, "key": forger.key_id, "sig": None})))
+    return out, 1
+
+
 @pytest.mark.parametrize(
     ("tamper", "problem"),
     [
@@ -172,6 +189,9 @@ def _strip_signatures(lines: list[bytes]) -> tuple[list[bytes], int]:
         pytest.param(_raise_bonus_and_layout, "bad signature", id="bonus-raised-with-the-layout"),
         pytest.param(_forge_id_and_time, "bad signature", id="forged-command-id-and-time"),
         pytest.param(_strip_signatures, "not signed", id="chain-rehashed-without-signatures"),
+        pytest.param(
+            _resign_with_another_key, "not one of the trusted keys", id="chain-resigned-by-a-forger"
+        ),
     ],
 )
 async def test_a_stream_tampered_in_redis_is_invalid_at_its_first_bad_version(
