@@ -1,8 +1,11 @@
-"""The pages a browser opens: the list of games, the live board, the replay viewer, the play page.
+"""The pages a browser opens: the list of games, the live board, the replay viewer, the play page; and the
+JavaScript client library they are built on.
 
-Plain HTML, one vanilla JS module and one stylesheet from `server/static/`, no build step. The pages only
-draw what the server says: views come from `GET /games/{id}` and the websocket, and where a token may go
-comes from `GET /games/{id}/legal`, which answers from the domain's own rules, so no rule lives in JS.
+Plain HTML, vanilla JS modules (one per page, and their shared rendering) and one stylesheet from
+`static/`, no build step. The pages speak to the server through the library, `GET /client/orchestra.js`
+(`client/` holds links to `clients/js/`, where it is kept, so the wheel ships it). The pages only draw what
+the server says: views come from `GET /games/{id}` and the websocket, and where a token may go comes from
+`GET /games/{id}/legal`, which answers from the domain's own rules, so no rule lives in JS.
 
 `GET /games/{id}/legal?token=<JSON token>[&skill=N]` answers
 `{"spaces": [space ids, in layout order], "materials": {space id: materials to name}}`; `materials` lists
@@ -26,6 +29,7 @@ from server.web.context import Context
 from server.web.http import error, json, may_read, store_error
 
 STATIC = Path(__file__).resolve().parent / "static"
+CLIENT = Path(__file__).resolve().parent / "client"
 
 # The pages load only their own script and stylesheet, and talk only to this server: even a name that
 # slipped into the page as markup could not run a script.
@@ -36,6 +40,22 @@ HEADERS = {
     ),
     "x-content-type-options": "nosniff",
     "referrer-policy": "no-referrer",
+    "cache-control": "no-cache",
+}
+
+
+# The library is a public file: any origin may load it (a module script is fetched with CORS), and Deno
+# finds its types from the header.
+CLIENT_FILES = {
+    "orchestra.js": (
+        "text/javascript; charset=utf-8",
+        {"x-typescript-types": "/client/orchestra.d.ts"},
+    ),
+    "orchestra.d.ts": ("application/typescript; charset=utf-8", {}),
+}
+CLIENT_HEADERS = {
+    "access-control-allow-origin": "*",
+    "x-content-type-options": "nosniff",
     "cache-control": "no-cache",
 }
 
@@ -56,6 +76,16 @@ def _page(name: str):  # type: ignore[no-untyped-def]
 
     page.__name__ = f"page_{name.removesuffix('.html')}"
     return page
+
+
+def _client(name: str):  # type: ignore[no-untyped-def]
+    media_type, extra = CLIENT_FILES[name]
+
+    async def client_file(request: Request) -> Response:
+        return FileResponse(CLIENT / name, media_type=media_type, headers={**CLIENT_HEADERS, **extra})
+
+    client_file.__name__ = f"client_{name.replace('.', '_')}"
+    return client_file
 
 
 async def legal(request: Request) -> Response:
@@ -100,5 +130,6 @@ routes: list[BaseRoute] = [
     Route("/games/{game_id}/replay", _page("replay.html"), methods=["GET"]),
     Route("/games/{game_id}/play", _page("play.html"), methods=["GET"]),
     Route("/games/{game_id}/legal", legal, methods=["GET"]),
+    *(Route(f"/client/{name}", _client(name), methods=["GET"]) for name in CLIENT_FILES),
     Mount("/static", StaticFiles(directory=STATIC), name="static"),
 ]

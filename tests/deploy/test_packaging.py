@@ -30,4 +30,13 @@ def test_every_server_subpackage_is_in_the_wheel_and_its_pages_ship_with_it() ->
     for sub in ("protocol", "engine", "store", "store.redis", "web", "ops", "compat"):
         assert f"server.{sub}" in packages
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
-    assert data["server.web"] == ["static/*"] and any((ROOT / "server/web/static").iterdir())
+    assert data["server.web"] == ["static/*", "client/*"] and any((ROOT / "server/web/static").iterdir())
+
+
+def test_the_wheel_ships_the_javascript_client_kept_in_clients_js() -> None:
+    """server/web/client/ holds links to clients/js/'s files (the wheel copies what they point to)."""
+    client = ROOT / "server" / "web" / "client"
+    assert sorted(path.name for path in client.iterdir()) == ["orchestra.d.ts", "orchestra.js"]
+    for path in client.iterdir():
+        assert path.is_symlink() and path.resolve() == (ROOT / "clients" / "js" / path.name).resolve()
+        assert path.read_bytes() == (ROOT / "clients" / "js" / path.name).read_bytes()

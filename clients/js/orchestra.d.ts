@@ -1,0 +1,464 @@
+// Types of orchestra.js, the JavaScript client of the Orchestra game server (protocol v1), and of the
+// protocol's wire shapes (docs/protocol.md). The shapes bear the names of GET /schema.json's `$defs`, with
+// the same fields, optional where the schema does not require them (tests/js checks both). Field names
+// are the wire's. New fields may be added within v1: ignore fields you do not know.
+
+// Ids -------------------------------------------------------------------------------------------------
+
+export type Era = "baroque" | "classical" | "romantic";
+export type Family = "strings" | "winds" | "percussion_keyboards";
+export type Material = "wood" | "metal" | "animal";
+export type Consolation = "money" | "inspiration";
+export type Resource = "money" | "inspiration" | "apprentice" | "instrument_card" | "wood" | "metal" | "animal";
+export type Role = "player" | "spectator";
+export type Spectators = "public" | "token";
+/** A hello's `view`: "delta" (the default), "full" (`true` is v1's spelling of it), or `false` (none). */
+export type ViewMode = "delta" | "full" | boolean;
+
+/** Resources gained or held; a map never holds a zero. */
+export type Amounts = { [resource: string]: number };
+
+export const ERAS: readonly Era[];
+export const FAMILIES: readonly Family[];
+export const MATERIALS: readonly Material[];
+/** 1008 (refused) and 1011 (damaged game): a connection closed with one of them does not resume. */
+export const FINAL_CLOSE_CODES: readonly number[];
+
+// Tokens ----------------------------------------------------------------------------------------------
+
+export interface InstrumentToken {
+  kind: "instrument";
+  instrument: string;
+}
+export interface PerformanceToken {
+  kind: "performance";
+  era: Era;
+}
+export interface RepairToken {
+  kind: "repair";
+  family: Family;
+}
+export type Token = InstrumentToken | PerformanceToken | RepairToken;
+
+/** A token on the board and the seat that placed it. */
+export interface Seated {
+  seat: number;
+  token: Token;
+}
+
+// The layout (GameCreated carries the whole of it) -----------------------------------------------------
+
+export interface SpaceDef {
+  id: string;
+  instrument: string;
+  family: Family;
+  /** Empty for a rare space; two eras for a space straddling them (the Violins). */
+  eras: Era[];
+  /** The First Chair's bonus: resources, or `material_choice` (that many materials of the player's). */
+  bonus: { [key: string]: number };
+  /** Per chair (3 when absent). */
+  prestige?: number;
+}
+export interface Layout {
+  name: string;
+  verified: boolean;
+  spaces: SpaceDef[];
+}
+
+// The view --------------------------------------------------------------------------------------------
+
+export interface ChairSpaceView {
+  kind: "standard";
+  chair: Seated | null;
+  below: Seated[];
+}
+export interface RareSpaceView {
+  kind: "rare";
+  chairs: Seated[];
+}
+export type SpaceView = ChairSpaceView | RareSpaceView;
+
+export interface Score {
+  seat: number;
+  /** Space ids of the First Chairs held, in layout order (a rare space once per chair). */
+  chairs: string[];
+  prestige: number;
+  resources: Amounts;
+}
+export interface PlayerView {
+  seat: number;
+  name: string;
+}
+export interface View {
+  game_id: string;
+  version: number;
+  ended: boolean;
+  players: PlayerView[];
+  spaces: { [space: string]: SpaceView };
+  scores: Score[];
+}
+
+export interface ChairSpaceAdded {
+  kind: "standard";
+  chair: Seated | null;
+  below_from: number;
+  below: Seated[];
+}
+export interface RareSpaceAdded {
+  kind: "rare";
+  chairs_from: number;
+  chairs: Seated[];
+}
+export type SpaceAdded = ChairSpaceAdded | RareSpaceAdded;
+export interface ScoreChange {
+  seat: number;
+  prestige: number;
+  resources: Amounts;
+  /** The new number of First Chairs at each space where it changed (0: the last one was lost). */
+  held: { [space: string]: number };
+}
+export interface ViewDelta {
+  version: number;
+  ended: boolean;
+  spaces: { [space: string]: SpaceView };
+  added: { [space: string]: SpaceAdded };
+  score_changes: ScoreChange[];
+}
+
+// Events and envelopes ----------------------------------------------------------------------------------
+
+export interface Rank {
+  seat: number;
+  rank: number;
+  prestige: number;
+}
+export interface GameCreated {
+  type: "GameCreated";
+  game_id: string;
+  players: string[];
+  layout: Layout;
+  // Always sent by this server; absent from envelopes stored before they existed.
+  spectators?: Spectators;
+  max_placements?: number;
+  rules_version?: number;
+}
+export interface ChairClaimed {
+  type: "ChairClaimed";
+  seat: number;
+  space: string;
+  token: Token;
+  bonus: Amounts;
+  doubled?: boolean;
+}
+export interface ChairStolen {
+  type: "ChairStolen";
+  seat: number;
+  space: string;
+  token: Token;
+  bonus: Amounts;
+  from_seat: number;
+  reason: "instrument" | "majority";
+  doubled?: boolean;
+}
+export interface PlacedBelowLine {
+  type: "PlacedBelowLine";
+  seat: number;
+  space: string;
+  token: Token;
+  consolation: Amounts;
+  reason: "instrument_holds" | "no_majority" | "own_chair";
+}
+export interface GameEnded {
+  type: "GameEnded";
+  seat: number;
+  scores: Score[];
+  ranking: Rank[];
+}
+export type GameEvent = GameCreated | ChairClaimed | ChairStolen | PlacedBelowLine | GameEnded;
+
+export interface Envelope {
+  game_id: string;
+  version: number;
+  /** Server time, UTC, ISO 8601 with milliseconds and Z. */
+  at: string;
+  command_id: string | null;
+  seat: number | null;
+  event: GameEvent;
+  schema: number;
+  /** SHA-256 (hex) of the previous envelope's stored bytes; 64 zeros for GameCreated's. */
+  prev: string;
+  /** The id of the key that signed it, and the signature (absent or null before signing). */
+  key?: string | null;
+  sig?: string | null;
+}
+
+// Frames ------------------------------------------------------------------------------------------------
+
+export interface Hello {
+  type: "hello";
+  token?: string | null;
+  since?: number | null;
+  view?: ViewMode;
+}
+export interface PlaceFrame {
+  type: "place";
+  /** `[A-Za-z0-9._:-]{1,64}`, chosen by the client. */
+  id: string;
+  token: Token;
+  space: string;
+  /** 1..10 (1); 6 or more doubles an instrument's chair bonus. */
+  skill?: number;
+  consolation?: Consolation;
+  /** Rare Strings only: 1 material (2 when doubled). */
+  materials?: Material[] | null;
+  expected_version?: number | null;
+}
+export interface EndGameFrame {
+  type: "end_game";
+  id: string;
+  expected_version?: number | null;
+}
+export type ClientFrame = Hello | PlaceFrame | EndGameFrame;
+/** What place() takes: a place frame's fields; the id is made when it is missing. */
+export type PlaceFields = Omit<PlaceFrame, "type" | "id"> & { id?: string };
+/** What endGame() takes. */
+export type EndGameFields = Omit<EndGameFrame, "type" | "id"> & { id?: string };
+
+export interface Welcome {
+  type: "welcome";
+  role: Role;
+  seat: number | null;
+  version: number;
+  view: View;
+}
+export interface Accepted {
+  type: "accepted";
+  id: string;
+  version: number;
+  events: Envelope[];
+}
+/** The codes of `rejected` frames (server/protocol/codes.py's CODES). */
+export type RejectionCode =
+  | "too_large"
+  | "rate_limited"
+  | "bad_request"
+  | "forbidden"
+  | "unknown_game"
+  | "game_over"
+  | "stale_version"
+  | "limit_reached"
+  | "illegal_space"
+  | "missing_choice"
+  | "unavailable"
+  | "store_full"
+  | "damaged_game";
+/** The codes of HTTP errors: those, and the ones only HTTP carries (HTTP_ONLY). */
+export type HttpErrorCode = RejectionCode | "too_many_games";
+export interface RejectedFrame {
+  type: "rejected";
+  id: string | null;
+  code: RejectionCode;
+  message: string;
+  version: number;
+}
+/** Live envelopes with the whole view after them (`view: "full"`). */
+export interface EventsFrame {
+  type: "events";
+  envelopes: Envelope[];
+  view: View;
+  view_delta?: never;
+}
+/** Live envelopes with what they changed in the view (`view: "delta"`, the default). */
+export interface DeltaFrame {
+  type: "events";
+  envelopes: Envelope[];
+  view_delta: ViewDelta;
+  view?: never;
+}
+/** Envelopes without a view: the history after a welcome, or live for `view: false`. */
+export interface HistoryFrame {
+  type: "events";
+  envelopes: Envelope[];
+  view?: never;
+  view_delta?: never;
+}
+export type AnyEventsFrame = EventsFrame | DeltaFrame | HistoryFrame;
+export type ServerFrame = Welcome | Accepted | RejectedFrame | EventsFrame | DeltaFrame | HistoryFrame;
+
+// HTTP answers ------------------------------------------------------------------------------------------
+
+export interface SeatToken {
+  seat: number;
+  name: string;
+  /** Secret; shown in this answer only. */
+  token: string;
+}
+export interface CreatedGame {
+  game_id: string;
+  version: number;
+  seats: SeatToken[];
+  /** A private game's spectator token. */
+  watch_token?: string;
+}
+export interface GameSummary {
+  game_id: string;
+  players: string[];
+  version: number;
+  ended: boolean;
+}
+export interface LegalSpaces {
+  /** The spaces where the token may go, in layout order. */
+  spaces: string[];
+  /** For each of them where a placement must name materials, how many. */
+  materials: { [space: string]: number };
+}
+export interface HttpError {
+  code: HttpErrorCode;
+  message: string;
+  game_id?: string;
+  version?: number;
+}
+
+// The library -----------------------------------------------------------------------------------------
+
+/** Client-side codes, besides the wire's: the connection ended for good, no answer in time, no server. */
+export type ClientCode = "closed" | "timeout" | "unreachable";
+
+export class OrchestraError extends Error {
+  constructor(code: string, message: string, details?: object);
+  readonly name: "OrchestraError";
+  /** The wire code (`illegal_space`...), `http_<status>` for an HTTP error without one, or a ClientCode. */
+  readonly code: HttpErrorCode | ClientCode | `http_${number}`;
+  /** The HTTP status of an HTTP refusal. */
+  readonly status: number | null;
+  readonly body: HttpError | null;
+  /** The `rejected` frame of a websocket refusal. */
+  readonly frame: RejectedFrame | null;
+  /** The game's version when it refused a command. */
+  readonly version: number | null;
+  /** The close code, when the socket closed (1008, 1011, 1013...). */
+  readonly closeCode: number | null;
+  readonly closeReason: string | null;
+}
+
+export class DeltaMismatch extends Error {
+  readonly name: "DeltaMismatch";
+}
+
+/** An id in words: "percussion_keyboards" -> "Percussion & Keyboards". */
+export function nameOf(id: string): string;
+/** "a Classical performance", "an Oboe instrument"; short: "Classical perf.", "Oboe". */
+export function describeToken(token: Token, options?: { short?: boolean }): string;
+
+/** The view after a delta (a new object); throws DeltaMismatch when it does not apply to `view`. */
+export function applyDelta(view: View, delta: ViewDelta): View;
+
+/** What fetches: the global `fetch` unless one is given. */
+export type Fetch = (url: string, init: { method: string; headers: Record<string, string>; body?: string; cache?: string }) => Promise<{
+  ok: boolean;
+  status: number;
+  json(): Promise<any>;
+  text(): Promise<string>;
+}>;
+
+export function createGame(
+  baseUrl: string,
+  options: { players: string[]; layout?: string; private?: boolean; apiKey?: string; fetch?: Fetch },
+): Promise<CreatedGame>;
+export function listGames(baseUrl: string, options?: { limit?: number; fetch?: Fetch }): Promise<GameSummary[]>;
+export function getView(
+  baseUrl: string,
+  gameId: string,
+  options?: { at?: number; token?: string | null; fetch?: Fetch },
+): Promise<View>;
+export function getEvents(
+  baseUrl: string,
+  gameId: string,
+  options?: { after?: number; token?: string | null; fetch?: Fetch },
+): Promise<Envelope[]>;
+export function getLegal(
+  baseUrl: string,
+  gameId: string,
+  placed: Token,
+  options?: { skill?: number; token?: string | null; fetch?: Fetch },
+): Promise<LegalSpaces>;
+
+/** The part of a WebSocket the client uses: the browser's, Node 22's global one, or the `ws` package's. */
+export interface WebSocketLike {
+  readonly readyState: number;
+  send(data: string): void;
+  close(code?: number, reason?: string): void;
+  addEventListener(type: "open" | "error", listener: (event: any) => void): void;
+  addEventListener(type: "message", listener: (event: { data: any }) => void): void;
+  addEventListener(type: "close", listener: (event: { code: number; reason: string }) => void): void;
+}
+export type WebSocketConstructor = new (url: string) => WebSocketLike;
+
+export interface ConnectOptions {
+  /** A seat token (a player), a private game's watch token, or none (a spectator of a public game). */
+  token?: string | null;
+  /** The last version you hold: the envelopes after it follow the welcome (0: the whole history). */
+  since?: number | null;
+  view?: ViewMode;
+  /** Where there is no global WebSocket (Node 20): e.g. `WebSocket` from the `ws` package. */
+  WebSocket?: WebSocketConstructor;
+  /** Resume after a drop, 1012 or 1013 (true). */
+  reconnect?: boolean;
+  /** Milliseconds to wait for the welcome, and for each command's answer (10000). */
+  timeout?: number;
+  /** Milliseconds of resuming without a welcome before giving up (60000; Infinity: never). */
+  resumeFor?: number;
+  /** Retry the first connection as a resume is, instead of failing at once (false). */
+  waitForServer?: boolean;
+}
+
+export interface CloseInfo {
+  /** The close code that ended it: 1000 (close()), 1008, 1011, or the last one seen when it gave up. */
+  code: number | null;
+  reason: string;
+  /** The rejection that came with it (a refused hello), if any. */
+  frame: RejectedFrame | null;
+}
+
+export interface ConnectionEvents {
+  /** New envelopes, each once and in version order; `frame` is the `events` frame they came in. */
+  events: (envelopes: Envelope[], frame: AnyEventsFrame) => void;
+  /** `connection.view` changed (a live frame, a resume's welcome). */
+  view: (view: View) => void;
+  /** A resume's welcome. */
+  welcome: (frame: Welcome) => void;
+  /** A rejection that answers no pending command (`id: null`). */
+  rejected: (frame: RejectedFrame) => void;
+  /** The socket closed or was given up; resuming. */
+  reconnecting: (info: { code: number | null; reason: string }) => void;
+  /** The connection ended for good. */
+  close: (info: CloseInfo) => void;
+}
+
+export class Connection {
+  /** Made by connect(). */
+  private constructor(baseUrl: string, gameId: string, options?: ConnectOptions);
+  readonly gameId: string;
+  readonly url: string;
+  readonly role: Role;
+  /** The seat of a player; null for a spectator. */
+  readonly seat: number | null;
+  /** The highest envelope version delivered; a resume asks for what follows it. */
+  readonly version: number;
+  /** The view, kept current; with `view: false`, the welcome's. */
+  readonly view: View;
+  readonly welcome: Welcome;
+  readonly reconnects: number;
+  /** Resolves when the connection has ended for good. */
+  readonly closed: Promise<CloseInfo>;
+  on<K extends keyof ConnectionEvents>(name: K, listener: ConnectionEvents[K]): () => void;
+  off<K extends keyof ConnectionEvents>(name: K, listener: ConnectionEvents[K]): void;
+  /** Resolves to the `accepted` frame; rejects with an OrchestraError (its `code`: the wire's). */
+  place(placement: PlaceFields, options?: { timeout?: number }): Promise<Accepted>;
+  endGame(fields?: EndGameFields, options?: { timeout?: number }): Promise<Accepted>;
+  /** Any command frame (place() and endGame() say it shorter). */
+  send(command: (PlaceFields & { type: "place" }) | (EndGameFields & { type: "end_game" }), options?: { timeout?: number }): Promise<Accepted>;
+  close(): Promise<CloseInfo>;
+}
+
+export function connect(baseUrl: string, gameId: string, options?: ConnectOptions): Promise<Connection>;

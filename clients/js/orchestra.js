@@ -1,0 +1,596 @@
+// The JavaScript client of the Orchestra game server (protocol v1): one ES module, no build step, no
+// dependency. It runs in browsers and in Node 20+ (the global WebSocket where there is one, else the
+// constructor passed as the `WebSocket` option, such as the `ws` package's). The server serves it at
+// GET /client/orchestra.js, and its types at GET /client/orchestra.d.ts.
+//
+// HTTP: createGame, listGames, getView, getEvents, getLegal. The websocket: connect() -> a Connection
+// that keeps `view` current (applying view deltas itself), answers place() and endGame() with promises,
+// and resumes by itself after a drop, 1012 or 1013 with `since`, so no envelope is missed or repeated.
+
+/** The ids the protocol speaks in, in the rules' order. */
+export const ERAS = Object.freeze(["baroque", "classical", "romantic"]);
+export const FAMILIES = Object.freeze(["strings", "winds", "percussion_keyboards"]);
+export const MATERIALS = Object.freeze(["wood", "metal", "animal"]);
+
+/** Close codes after which resuming cannot help: refused (1008), the game's history unreadable (1011). */
+export const FINAL_CLOSE_CODES = Object.freeze([1008, 1011]);
+
+// Resuming: waits drawn at random up to a ceiling that doubles from 100 ms to 2 s ("full jitter"), so
+// clients that lost one server together do not all come back in the same instant; given up after 60 s
+// without a welcome. The same figures as the Python client's.
+const BACKOFF_BASE_MS = 100;
+const BACKOFF_CAP_MS = 2000;
+const RESUME_FOR_MS = 60000;
+const TIMEOUT_MS = 10000;
+
+const OPEN = 1; // WebSocket.OPEN, the same in browsers and in `ws`
+
+/** A refusal: `code` is the wire code (`illegal_space`, `forbidden`...) or one of the client's own:
+ * `closed` (the connection ended for good), `timeout`, `unreachable`. */
+export class OrchestraError extends Error {
+  constructor(code, message, details = {}) {
+    super(message);
+    this.name = "OrchestraError";
+    this.code = code;
+    this.status = details.status ?? null; // the HTTP status, for an HTTP refusal
+    this.body = details.body ?? null; // the HTTP error body
+    this.frame = details.frame ?? null; // the `rejected` frame, for a websocket refusal
+    this.version = details.frame?.version ?? null; // the game's version when it refused
+    this.closeCode = details.closeCode ?? null; // the websocket close code, when the socket closed
+    this.closeReason = details.closeReason ?? null;
+  }
+}
+
+/** A view delta that does not apply to the view held (a count that differs, a space of another kind, a
+ * seat the view does not have): the view held is not the one it applies to. */
+export class DeltaMismatch extends Error {
+  constructor(message) {
+    super(message);
+    this.name = "DeltaMismatch";
+  }
+}
+
+// Words ----------------------------------------------------------------------------------------------
+
+/** An id in words: "percussion_keyboards" -> "Percussion & Keyboards", "violin_bc" -> "Violin Bc". */
+export function nameOf(id) {
+  return String(id)
+    .replace("_keyboards", " & keyboards")
+    .replaceAll("_", " ")
+    .replace(/(^|\s)\w/g, (c) => c.toUpperCase());
+}
+
+/** A token in words: "a Classical performance", "an Oboe instrument", "a Winds repair"; with
+ * `{short: true}`, as on a chip: "Classical perf.", "Oboe", "Winds repair". */
+export function describeToken(token, { short = false } = {}) {
+  let words;
+  if (token?.kind === "instrument") words = short ? nameOf(token.instrument) : `${nameOf(token.instrument)} instrument`;
+  else if (token?.kind === "performance") words = `${nameOf(token.era)} ${short ? "perf." : "performance"}`;
+  else if (token?.kind === "repair") words = `${nameOf(token.family)} repair`;
+  else return short ? "?" : "a token";
+  if (short) return words;
+  return /^[AEIOU]/i.test(words) ? `an ${words}` : `a ${words}`;
+}
+
+// HTTP -------------------------------------------------------------------------------------------------
+
+function endpoint(baseUrl, path, query) {
+  // Relative to the base's path, so a server behind a path prefix (https://host/orchestra/) works.
+  const base = String(baseUrl).endsWith("/") ? String(baseUrl) : `${baseUrl}/`;
+  const url = new URL(path, base);
+  for (const [key, value] of Object.entries(query ?? {})) {
+    if (value !== undefined && value !== null) url.searchParams.set(key, String(value));
+  }
+  return url;
+}
+
+function gamePath(gameId, rest = "") {
+  return `games/${encodeURIComponent(gameId)}${rest}`;
+}
+
+async function request(baseUrl, path, { query, method = "GET", body, bearer, fetch: fetcher } = {}) {
+  const headers = {};
+  // Credentials travel only in this header, never in a URL.
+  if (bearer) headers.authorization = `Bearer ${bearer}`;
+  if (body !== undefined) headers["content-type"] = "application/json";
+  const call = fetcher ?? globalThis.fetch;
+  let response;
+  try {
+    response = await call(endpoint(baseUrl, path, query).toString(), {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      cache: "no-store",
+    });
+  } catch (error) {
+    throw new OrchestraError("unreachable", `cannot reach ${baseUrl}: ${error?.message ?? error}`);
+  }
+  if (response.ok) return response;
+  let answer = null;
+  try {
+    answer = await response.json();
+  } catch {
+    /* not JSON: a proxy's page */
+  }
+  const code = typeof answer?.code === "string" ? answer.code : `http_${response.status}`;
+  const message = typeof answer?.message === "string" ? answer.message : `HTTP ${response.status}`;
+  throw new OrchestraError(code, message, { status: response.status, body: answer });
+}
+
+/** POST /games: the created game, with each seat's secret token (shown this once) and, for a private
+ * game, its `watch_token`. */
+export async function createGame(baseUrl, { players, layout, private: isPrivate = false, apiKey, fetch } = {}) {
+  const body = { players };
+  if (layout !== undefined) body.layout = layout;
+  if (isPrivate) body.spectators = "token";
+  return (await request(baseUrl, "games", { method: "POST", body, bearer: apiKey, fetch })).json();
+}
+
+/** GET /games: the public games, newest first. */
+export async function listGames(baseUrl, { limit, fetch } = {}) {
+  return (await request(baseUrl, "games", { query: { limit }, fetch })).json();
+}
+
+/** GET /games/{id}: the view now, or `at` version N. `token`: a seat or watch token (private games). */
+export async function getView(baseUrl, gameId, { at, token, fetch } = {}) {
+  return (await request(baseUrl, gamePath(gameId), { query: { at }, bearer: token, fetch })).json();
+}
+
+/** GET /games/{id}/events: the envelopes after version `after` (0: all), in version order. */
+export async function getEvents(baseUrl, gameId, { after, token, fetch } = {}) {
+  const text = await (await request(baseUrl, gamePath(gameId, "/events"), { query: { after }, bearer: token, fetch })).text();
+  return text
+    .split("\n")
+    .filter((line) => line.trim())
+    .map((line) => JSON.parse(line));
+}
+
+/** GET /games/{id}/legal: where `placed` (the token a place command would carry) may go, and the
+ * materials a placement there must name at that `skill`. `token`: the credentials, as for getView. */
+export async function getLegal(baseUrl, gameId, placed, { skill, token, fetch } = {}) {
+  const query = { token: JSON.stringify(placed), skill };
+  return (await request(baseUrl, gamePath(gameId, "/legal"), { query, bearer: token, fetch })).json();
+}
+
+// Views ------------------------------------------------------------------------------------------------
+
+/** The view after a `view_delta` (a new object; `view` is left as it was): `spaces` replaced whole,
+ * `added` appended, `score_changes` applied (each seat's `chairs` rebuilt from its counts, in the view's
+ * space order), `version` and `ended` the delta's. Throws DeltaMismatch when it does not fit. */
+export function applyDelta(view, delta) {
+  const spaces = { ...view.spaces, ...(delta.spaces ?? {}) };
+  for (const [id, addition] of Object.entries(delta.added ?? {})) {
+    const space = spaces[id];
+    const field = addition.kind === "standard" ? "below" : "chairs";
+    const start = addition[`${field}_from`];
+    if (!space || space.kind !== addition.kind || space[field].length !== start) {
+      throw new DeltaMismatch(`${id}: the delta does not extend the view held`);
+    }
+    const extended = { ...space, [field]: [...space[field], ...addition[field]] };
+    if (field === "below") extended.chair = addition.chair;
+    spaces[id] = extended;
+  }
+  const scores = [...(view.scores ?? [])];
+  for (const change of delta.score_changes ?? []) {
+    const index = scores.findIndex((score) => score.seat === change.seat);
+    if (index < 0) throw new DeltaMismatch(`seat ${change.seat}: the view held has no score for it`);
+    scores[index] = changedScore(scores[index], change, spaces);
+  }
+  const { spaces: _spaces, added: _added, score_changes: _changes, ...rest } = delta;
+  return { ...view, ...rest, spaces, scores };
+}
+
+function changedScore(score, change, spaces) {
+  const counts = new Map();
+  for (const id of score.chairs) counts.set(id, (counts.get(id) ?? 0) + 1);
+  for (const [id, count] of Object.entries(change.held ?? {})) counts.set(id, count);
+  for (const id of counts.keys()) {
+    if (!(id in spaces)) throw new DeltaMismatch(`seat ${change.seat}: a chair at a space the view held does not have`);
+  }
+  const chairs = [];
+  for (const id of Object.keys(spaces)) {
+    for (let n = counts.get(id) ?? 0; n > 0; n -= 1) chairs.push(id);
+  }
+  return { ...score, prestige: change.prestige, resources: change.resources, chairs };
+}
+
+// The websocket ---------------------------------------------------------------------------------------
+
+function socketUrl(baseUrl, gameId) {
+  const url = endpoint(baseUrl, gamePath(gameId, "/ws"));
+  url.protocol = url.protocol === "https:" ? "wss:" : url.protocol === "http:" ? "ws:" : url.protocol;
+  return url.toString();
+}
+
+function randomPrefix() {
+  const bytes = new Uint8Array(8);
+  if (globalThis.crypto?.getRandomValues) globalThis.crypto.getRandomValues(bytes);
+  else for (let i = 0; i < bytes.length; i += 1) bytes[i] = Math.floor(Math.random() * 256);
+  return Array.from(bytes, (b) => b.toString(36).padStart(2, "0")).join("");
+}
+
+function throwLater(error) {
+  // A listener's error must not break the connection's bookkeeping; it is reported as uncaught.
+  setTimeout(() => {
+    throw error;
+  }, 0);
+}
+
+/**
+ * Connect to a game: resolves at the welcome with a Connection (`role`, `seat`, `version`, `view`).
+ * Listeners added with `on()` right after the await (before awaiting anything else) see every frame
+ * that follows the welcome.
+ *
+ * Options: `token` (a seat token: a player; a watch token or none: a spectator), `since` (the last
+ * version you hold: the envelopes after it follow the welcome), `view` ("delta", the default; "full";
+ * false), `WebSocket` (a constructor, where there is no global one), `reconnect` (true), `timeout` (ms
+ * for the welcome and for each command's answer, 10000), `resumeFor` (ms, 60000), `waitForServer`
+ * (false: the first connection fails at once; true: it is retried as a resume is).
+ */
+export async function connect(baseUrl, gameId, options = {}) {
+  const connection = new Connection(baseUrl, gameId, options);
+  await connection._start(options.since ?? null);
+  return connection;
+}
+
+export class Connection {
+  constructor(baseUrl, gameId, options = {}) {
+    const Socket = options.WebSocket ?? globalThis.WebSocket;
+    if (typeof Socket !== "function") {
+      throw new TypeError("there is no global WebSocket here (Node 20): pass one, e.g. { WebSocket } from the ws package");
+    }
+    this.gameId = gameId;
+    this.url = socketUrl(baseUrl, gameId);
+    /** "player" or "spectator". */
+    this.role = null;
+    /** The seat of a player; null for a spectator. */
+    this.seat = null;
+    /** The highest envelope version delivered (to "events" listeners); a resume asks for what follows. */
+    this.version = 0;
+    /** The view, kept current from the welcome and each live frame (view.version may trail `version`
+     * while the connection resyncs; with `view: false` it stays the welcome's). */
+    this.view = null;
+    /** The last welcome frame. */
+    this.welcome = null;
+    /** How many times the connection resumed. */
+    this.reconnects = 0;
+    this.closed = new Promise((resolve) => {
+      this._resolveClosed = resolve;
+    });
+    this._Socket = Socket;
+    this._token = options.token ?? null;
+    this._viewMode = options.view ?? "delta";
+    this._reconnect = options.reconnect ?? true;
+    this._timeout = options.timeout ?? TIMEOUT_MS;
+    this._resumeFor = options.resumeFor ?? RESUME_FOR_MS;
+    this._waitForServer = options.waitForServer ?? false;
+    this._listeners = new Map();
+    this._pending = new Map();
+    this._socket = null;
+    this._state = "connecting"; // "open", "resuming", "closed"
+    this._held = null; // frames after the first welcome, until the caller had a turn to add listeners
+    this._prefix = `js-${randomPrefix()}`;
+    this._count = 0;
+    this._wake = null;
+    this._attempt = null; // the socket of a hello not yet welcomed
+  }
+
+  /** Call `fn` on each "events" (envelopes, frame), "view" (view), "welcome" (frame, on each resume),
+   * "rejected" (a rejection that answers no pending command), "reconnecting" ({code, reason}) or
+   * "close" ({code, reason, frame}: the connection ended for good). Returns a function that removes it. */
+  on(name, fn) {
+    if (!this._listeners.has(name)) this._listeners.set(name, new Set());
+    this._listeners.get(name).add(fn);
+    return () => this.off(name, fn);
+  }
+
+  off(name, fn) {
+    this._listeners.get(name)?.delete(fn);
+  }
+
+  /** Send a command frame (an `id` is added when it has none): resolves to its `accepted` frame, rejects
+   * with an OrchestraError whose `code` is the rejection's. Unanswered commands are sent again, with
+   * their ids, after a resume (the server answers an id once). */
+  send(command, { timeout = this._timeout } = {}) {
+    if (this._state === "closed") {
+      return Promise.reject(new OrchestraError("closed", "the connection is closed"));
+    }
+    const frame = { ...command };
+    if (frame.id === undefined || frame.id === null) frame.id = `${this._prefix}-${(this._count += 1)}`;
+    const already = this._pending.get(frame.id);
+    if (already) return already.promise;
+    const entry = { frame };
+    entry.promise = new Promise((resolve, reject) => {
+      entry.resolve = resolve;
+      entry.reject = reject;
+    });
+    if (timeout > 0 && Number.isFinite(timeout)) {
+      entry.timer = setTimeout(() => {
+        if (this._pending.get(frame.id) !== entry) return;
+        this._pending.delete(frame.id);
+        entry.reject(new OrchestraError("timeout", `no answer to ${frame.id} within ${timeout} ms`));
+      }, timeout);
+    }
+    this._pending.set(frame.id, entry);
+    this._write(frame);
+    return entry.promise;
+  }
+
+  /** Place a token: `{token, space, skill?, consolation?, materials?, expected_version?, id?}` (the
+   * fields of a `place` frame). */
+  place(placement, options) {
+    return this.send({ ...placement, type: "place" }, options);
+  }
+
+  /** End the game (seat 0 only): `{expected_version?, id?}`. */
+  endGame(fields = {}, options) {
+    return this.send({ ...fields, type: "end_game" }, options);
+  }
+
+  /** Close for good; resolves once the socket has closed. */
+  async close() {
+    const socket = this._socket;
+    this._attempt?.close();
+    this._finish(1000, "closed by the client", null);
+    if (socket && socket.readyState <= OPEN) {
+      const done = new Promise((resolve) => socket.addEventListener("close", resolve));
+      socket.close(1000);
+      const timer = setTimeout(() => socket.terminate?.(), 2000);
+      await done;
+      clearTimeout(timer);
+    }
+    return this.closed;
+  }
+
+  // internals ------------------------------------------------------------------------------------------
+
+  _emit(name, ...args) {
+    for (const fn of [...(this._listeners.get(name) ?? [])]) {
+      try {
+        fn(...args);
+      } catch (error) {
+        throwLater(error);
+      }
+    }
+  }
+
+  async _start(since) {
+    if (this._waitForServer) await this._retry(since, true);
+    else await this._open(since, true);
+  }
+
+  // One socket: the hello, then the welcome (resolves) or the refusal (rejects with its wire code and the
+  // close code). A resume's welcome is announced, and the unanswered commands go out again, at once.
+  _open(since, first) {
+    return new Promise((resolve, reject) => {
+      let socket;
+      try {
+        socket = new this._Socket(this.url);
+      } catch (error) {
+        reject(new OrchestraError("unreachable", `cannot open ${this.url}: ${error?.message ?? error}`));
+        return;
+      }
+      this._attempt = socket;
+      let welcomed = false;
+      let refusal = null;
+      let failure = null;
+      const timer = setTimeout(() => {
+        failure = new OrchestraError("timeout", `no welcome within ${this._timeout} ms`);
+        socket.close();
+      }, this._timeout);
+      socket.addEventListener("open", () => {
+        socket.send(JSON.stringify({ type: "hello", token: this._token, since, view: this._viewMode }));
+      });
+      socket.addEventListener("error", () => {
+        /* the close event follows, and says how it ended */
+      });
+      socket.addEventListener("message", (message) => {
+        let frame;
+        try {
+          frame = JSON.parse(message.data);
+        } catch {
+          return; // not JSON: not a frame of this protocol
+        }
+        if (welcomed) {
+          this._receive(socket, frame);
+        } else if (frame.type === "welcome") {
+          welcomed = true;
+          clearTimeout(timer);
+          this._attempt = null;
+          if (this._state === "closed") {
+            socket.close(1000);
+            reject(new OrchestraError("closed", "the connection is closed"));
+            return;
+          }
+          this._socket = socket;
+          this._state = "open";
+          this._welcomed(frame, since);
+          if (first) {
+            // The caller of connect() gets its turn to add listeners before the frames that follow.
+            this._holdUntilNextTurn();
+          } else {
+            this.reconnects += 1;
+            this._emit("welcome", frame);
+            this._emit("view", this.view);
+            for (const entry of this._pending.values()) this._write(entry.frame);
+          }
+          resolve(frame);
+        } else if (frame.type === "rejected") {
+          refusal = frame; // the close follows
+        }
+      });
+      socket.addEventListener("close", (event) => {
+        clearTimeout(timer);
+        if (this._attempt === socket) this._attempt = null;
+        if (!welcomed) {
+          const details = { frame: refusal, closeCode: event.code, closeReason: event.reason };
+          if (failure) reject(failure);
+          else if (refusal) reject(new OrchestraError(refusal.code, refusal.message, details));
+          else reject(new OrchestraError("unreachable", `closed before the welcome (${event.code})`, details));
+        } else if (this._socket === socket) {
+          this._lost(event.code, event.reason);
+        }
+      });
+    });
+  }
+
+  _welcomed(frame, since) {
+    this.welcome = frame;
+    this.role = frame.role;
+    this.seat = frame.seat ?? null;
+    this.view = frame.view;
+    // Without `since` no history follows; with it, what follows starts after it (or after the version
+    // the server has, when `since` was past it).
+    if (since === null) this.version = frame.version;
+    else this.version = Math.max(this.version, Math.min(since, frame.version));
+  }
+
+  _holdUntilNextTurn() {
+    this._held = [];
+    setTimeout(() => {
+      const held = this._held ?? [];
+      this._held = null;
+      for (const [socket, frame] of held) this._process(socket, frame);
+    }, 0);
+  }
+
+  _receive(socket, frame) {
+    if (this._held) this._held.push([socket, frame]);
+    else this._process(socket, frame);
+  }
+
+  _process(socket, frame) {
+    if (socket !== this._socket) return; // a socket given up (a resync): its resume brings it all again
+    if (frame.type === "events") {
+      this._events(frame);
+    } else if (frame.type === "accepted" || frame.type === "rejected") {
+      const entry = typeof frame.id === "string" ? this._pending.get(frame.id) : undefined;
+      if (entry) {
+        this._pending.delete(frame.id);
+        clearTimeout(entry.timer);
+        if (frame.type === "accepted") entry.resolve(frame);
+        else entry.reject(new OrchestraError(frame.code, frame.message, { frame }));
+      } else if (frame.type === "rejected") {
+        this._emit("rejected", frame);
+      }
+    }
+    // Any other type is one this client does not know: ignored, as the protocol asks.
+  }
+
+  _events(frame) {
+    const fresh = [];
+    for (const envelope of frame.envelopes ?? []) {
+      if (envelope.version <= this.version + fresh.length) continue; // already delivered
+      if (envelope.version !== this.version + fresh.length + 1) {
+        this._resync(); // a gap: something was lost on the way; the resume brings it
+        return;
+      }
+      fresh.push(envelope);
+    }
+    if (!fresh.length) return;
+    let viewChanged = false;
+    let mismatch = false;
+    if (frame.view) {
+      this.view = frame.view;
+      viewChanged = true;
+    } else if (frame.view_delta && this.view) {
+      // A delta applies to the view of the version just before its first envelope: never guess.
+      try {
+        if (this.view.version !== fresh[0].version - 1) throw new DeltaMismatch("the view held is not the delta's base");
+        this.view = applyDelta(this.view, frame.view_delta);
+        viewChanged = true;
+      } catch (error) {
+        if (!(error instanceof DeltaMismatch)) throw error;
+        mismatch = true;
+      }
+    }
+    this.version = fresh[fresh.length - 1].version;
+    this._emit("events", fresh, frame);
+    if (viewChanged) this._emit("view", this.view);
+    if (mismatch) this._resync(); // the resume's welcome brings the whole view
+  }
+
+  _write(frame) {
+    const socket = this._socket;
+    if (this._state === "open" && socket && socket.readyState === OPEN) socket.send(JSON.stringify(frame));
+    // Otherwise it goes out with the other unanswered commands once the connection has resumed.
+  }
+
+  // Give up the current socket and resume from `version`.
+  _resync() {
+    const socket = this._socket;
+    if (!socket) return;
+    this._socket = null;
+    socket.close(1000);
+    this._lost(null, "resync");
+  }
+
+  _lost(code, reason) {
+    this._socket = null;
+    if (this._state === "closed") return;
+    if (FINAL_CLOSE_CODES.includes(code) || !this._reconnect) {
+      this._finish(code, reason, null);
+      return;
+    }
+    this._state = "resuming";
+    this._emit("reconnecting", { code, reason });
+    this._retry(this.version, false).catch(() => {
+      /* closed for good: "close" said so */
+    });
+  }
+
+  // Hellos until a welcome (returned); a final refusal, or no welcome for `resumeFor`, closes the
+  // connection for good and throws the last refusal.
+  async _retry(since, first) {
+    const giveUp = Date.now() + this._resumeFor;
+    let last = new OrchestraError("unreachable", "no answer");
+    for (let attempt = 0; ; attempt += 1) {
+      if (Date.now() >= giveUp) {
+        this._finish(last.closeCode, `gave up after ${this._resumeFor} ms: ${last.message}`, last.frame);
+        throw last;
+      }
+      if (!first || attempt > 0) {
+        await this._sleep(Math.random() * Math.min(BACKOFF_BASE_MS * 2 ** attempt, BACKOFF_CAP_MS));
+      }
+      if (this._state === "closed") throw new OrchestraError("closed", "the connection is closed");
+      try {
+        return await this._open(since, first);
+      } catch (error) {
+        if (this._state === "closed") throw error;
+        last = error;
+        if (FINAL_CLOSE_CODES.includes(error.closeCode)) {
+          this._finish(error.closeCode, error.message, error.frame);
+          throw error;
+        }
+        // A drop, 1012 (restarting) or 1013 (busy) before the welcome: again, after a longer wait.
+      }
+    }
+  }
+
+  _sleep(ms) {
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      this._wake = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+  }
+
+  _finish(code, reason, frame) {
+    if (this._state === "closed") return;
+    this._state = "closed";
+    this._socket = null;
+    this._held = null;
+    this._wake?.();
+    const info = { code, reason, frame };
+    this._closedInfo = info;
+    for (const entry of this._pending.values()) {
+      clearTimeout(entry.timer);
+      entry.reject(new OrchestraError("closed", `the connection closed: ${reason}`, { closeCode: code, closeReason: reason, frame }));
+    }
+    this._pending.clear();
+    this._resolveClosed(info);
+    this._emit("close", info);
+  }
+}

@@ -1,0 +1,85 @@
+// A typed use of the library: `npx tsc -p tsconfig.json` checks it against orchestra.d.ts (never run).
+// The `@ts-expect-error` lines are mistakes the types must catch.
+
+import {
+  applyDelta,
+  connect,
+  createGame,
+  describeToken,
+  getEvents,
+  getLegal,
+  getView,
+  listGames,
+  OrchestraError,
+  type Accepted,
+  type Envelope,
+  type Token,
+  type View,
+  type ViewDelta,
+  type WebSocketConstructor,
+} from "../orchestra.js";
+import { WebSocket as NodeWebSocket } from "ws";
+
+// In Node 20, which has no global WebSocket: the ws package's constructor is one the library takes.
+const WebSocket: WebSocketConstructor = NodeWebSocket;
+declare const console: { log(...values: unknown[]): void }; // no lib "dom": the types need none
+
+export async function play(baseUrl: string): Promise<number> {
+  const created = await createGame(baseUrl, { players: ["Ada", "Ben"], private: true });
+  const seat = created.seats[0];
+  if (seat === undefined) return 0;
+  const game = await connect(baseUrl, created.game_id, { token: seat.token, since: 0, WebSocket });
+  const role: "player" | "spectator" = game.role;
+  const log: Envelope[] = [];
+  const off = game.on("events", (envelopes, frame) => {
+    log.push(...envelopes);
+    if (frame.view_delta) frame.view_delta.score_changes.forEach((change) => change.held);
+  });
+  game.on("view", (view: View) => view.scores.map((score) => score.prestige));
+  game.on("close", ({ code, reason }) => console.log(code, reason));
+  game.on("rejected", (frame) => frame.code === "bad_request");
+
+  const performance: Token = { kind: "performance", era: "classical" };
+  const accepted: Accepted = await game.place({ token: performance, space: "viola", consolation: "inspiration" });
+  await game.place({ token: { kind: "instrument", instrument: "rare_strings" }, space: "rare_strings", skill: 6, materials: ["wood", "metal"] });
+  try {
+    await game.endGame({ expected_version: accepted.version });
+  } catch (error) {
+    if (error instanceof OrchestraError && error.code === "stale_version") console.log(error.frame?.message);
+  }
+  for (const [id, space] of Object.entries(game.view.spaces)) {
+    if (space.kind === "standard") console.log(id, space.chair?.seat, space.below.length);
+    else console.log(id, space.chairs.length);
+  }
+  off();
+  const legal = await getLegal(baseUrl, created.game_id, performance, { skill: 2, token: created.watch_token ?? null });
+  const view = await getView(baseUrl, created.game_id, { at: 2, token: seat.token });
+  const events = await getEvents(baseUrl, created.game_id, { after: 1, token: seat.token });
+  const games = await listGames(baseUrl, { limit: 10 });
+  console.log(describeToken(performance), describeToken(performance, { short: true }), legal.materials, games.length);
+  const first = events[0]?.event;
+  if (first?.type === "ChairStolen") console.log(first.from_seat, first.reason);
+  const info = await game.close();
+  console.log(info.code, role, view.version);
+  return game.version;
+}
+
+export function follow(view: View, delta: ViewDelta): View {
+  return applyDelta(view, delta);
+}
+
+export async function mistakes(baseUrl: string): Promise<void> {
+  const game = await connect(baseUrl, "g", { view: "full" });
+  // @ts-expect-error: an era the rules do not have
+  await game.place({ token: { kind: "performance", era: "modern" }, space: "viola" });
+  // @ts-expect-error: a place needs its space
+  await game.place({ token: { kind: "repair", family: "winds" } });
+  // @ts-expect-error: the seat is the token's, never a field
+  await game.place({ token: { kind: "repair", family: "winds" }, space: "oboe", seat: 0 });
+  // @ts-expect-error: no such event
+  game.on("message", () => undefined);
+  // @ts-expect-error: a view mode the server does not know
+  await connect(baseUrl, "g", { view: "bogus" });
+  // @ts-expect-error: createGame needs its players
+  await createGame(baseUrl, {});
+}

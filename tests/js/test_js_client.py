@@ -1,0 +1,215 @@
+"""The JavaScript client (clients/js/): its Node tests against live servers, and its types under tsc.
+
+The servers are real `orchestra serve` processes on the session's Redis; the Node tests (node's own test
+runner, clients/js/test/*.test.js) get their URLs from the environment, and a small control endpoint of
+this test to restart one of them (close 1012) or damage a game's stream (close 1011). Without Node 20+
+or without clients/js/node_modules (`npm ci` there), these tests skip saying so (and fail under CI).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import pytest
+import redis
+from support.servers import ServerProcess
+
+pytestmark = [pytest.mark.e2e, pytest.mark.integration]
+
+ROOT = Path(__file__).resolve().parents[2]
+CLIENT = ROOT / "clients" / "js"
+# Each of these must have run and passed: a test lost from the suite is noticed here.
+EXPECTED_TESTS = {
+    "createGame makes a game with its seats, and a private one with a watch token",
+    "createGame rejects with the wire code and the HTTP status",
+    "getEvents, getView at a version and getLegal read what the server holds",
+    "describeToken and nameOf put ids in words",
+    "applyDelta extends the view it fits and refuses one it does not",
+    "connect as a player and as a spectator: role, seat, version and view",
+    "a private game: its watch token makes a spectator; no token is refused with 1008, not retried",
+    "place and endGame resolve to accepted, or reject with the wire code",
+    "the view stays equal to GET /games/{id} after every event, with deltas and with whole views",
+    "a resume point past the game's version is answered by a rejection without a command",
+    "a dropped connection resumes with since: nothing missed or repeated, unanswered commands answered once",
+    "a server restart (1012) is resumed from where each client was",
+    "1013 (a game full of connections) is retried until there is room",
+    "1011 (the game's history damaged) is final: no retry, unanswered commands rejected",
+}
+
+
+def node_problem() -> str | None:
+    """Why the Node tests cannot run here, or None."""
+    node = shutil.which("node")
+    if node is None:
+        return "node is not installed (apt-get install nodejs npm, then npm ci in clients/js)"
+    version = subprocess.run([node, "--version"], capture_output=True, text=True, check=True).stdout
+    if int(version.strip().lstrip("v").split(".")[0]) < 20:
+        return f"node {version.strip()} is too old: the client needs Node 20+"
+    if (
+        not (CLIENT / "node_modules" / "ws").is_dir()
+        or not (CLIENT / "node_modules" / ".bin" / "tsc").exists()
+    ):
+        return "clients/js/node_modules is missing: run `npm ci` in clients/js"
+    return None
+
+
+@pytest.fixture
+def node() -> str:
+    problem = node_problem()
+    if problem is not None:
+        pytest.skip(problem)
+    found = shutil.which("node")
+    assert found is not None
+    return found
+
+
+def _damage(url: str, game_id: str, version: int) -> None:
+    """Append an envelope that does not decode at `version`, as whoever can write to Redis could."""
+    client = redis.Redis.from_url(url)
+    try:
+        client.xadd(f"orchestra:{{{game_id}}}:events", {"e": b'{"not": "an envelope"}'}, id=f"0-{version}")
+    finally:
+        client.close()
+
+
+class Control(ThreadingHTTPServer):
+    """POST /restart: SIGTERM the restartable server and start it again on its port; POST
+    /damage?game=ID&version=N: damage that game's stream. Answers once done."""
+
+    def __init__(self, restart: Callable[[], None], damage: Callable[[str, int], None]) -> None:
+        self.restart, self.damage = restart, damage
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (the name http.server calls)
+                parts = urlsplit(self.path)
+                query = {key: values[0] for key, values in parse_qs(parts.query).items()}
+                try:
+                    if parts.path == "/restart":
+                        restart()
+                    elif parts.path == "/damage":
+                        damage(query["game"], int(query["version"]))
+                    else:
+                        self.send_error(404)
+                        return
+                except Exception as exc:  # the Node test shows it
+                    self.send_error(500, repr(exc))
+                    return
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+
+    @property
+    def url(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+
+@pytest.fixture
+def control(
+    start_server: Callable[..., ServerProcess], redis_url: str
+) -> Iterator[tuple[Control, dict[str, ServerProcess]]]:
+    started = {
+        "main": start_server(),
+        "small": start_server(max_connections_per_game=2),
+        "restartable": start_server(),
+    }
+    lock = threading.Lock()
+
+    def restart() -> None:
+        with lock:
+            old = started["restartable"]
+            port = urlsplit(old.url).port
+            old.terminate()  # SIGTERM: every client is closed with 1012
+            started["restartable"] = start_server(port=port)
+
+    server = Control(restart, lambda game_id, version: _damage(redis_url, game_id, version))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server, started
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_the_node_tests_pass_against_live_servers(
+    node: str, control: tuple[Control, dict[str, ServerProcess]]
+) -> None:
+    server, started = control
+    env = {
+        **os.environ,
+        "ORCHESTRA_TEST_URL": started["main"].url,
+        "ORCHESTRA_TEST_SMALL_URL": started["small"].url,
+        "ORCHESTRA_TEST_RESTARTABLE_URL": started["restartable"].url,
+        "ORCHESTRA_TEST_CONTROL_URL": server.url,
+    }
+    files = sorted(str(path.relative_to(CLIENT)) for path in (CLIENT / "test").glob("*.test.js"))
+    ran = subprocess.run(
+        [node, "--test", "--test-reporter=tap", *files],
+        cwd=CLIENT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    output = ran.stdout + ran.stderr
+    assert ran.returncode == 0, output[-6000:]
+    passed = set(re.findall(r"^\s*ok \d+ - (.+?)\s*$", ran.stdout, re.MULTILINE))
+    failed = re.findall(r"^\s*not ok \d+ - (.+?)\s*$", ran.stdout, re.MULTILINE)
+    assert not failed, output[-6000:]
+    missing = EXPECTED_TESTS - {name.strip() for name in passed}
+    assert not missing, f"these Node tests did not pass: {sorted(missing)}\n{output[-3000:]}"
+    assert re.search(r"^# fail 0$", ran.stdout, re.MULTILINE), output[-3000:]
+
+
+def test_the_types_compile_with_a_typed_use_of_the_library(node: str) -> None:
+    tsc = CLIENT / "node_modules" / ".bin" / "tsc"
+    for project in ("tsconfig.json", "tsconfig.bare.json"):
+        ran = subprocess.run(
+            [str(tsc), "-p", project], cwd=CLIENT, capture_output=True, text=True, timeout=120
+        )
+        assert ran.returncode == 0, f"{project}:\n{ran.stdout}{ran.stderr}"
+
+
+def test_the_types_catch_a_mistake(node: str, tmp_path: Path) -> None:
+    """tsc really checks usage.ts: the same file with one of its expected errors removed fails."""
+    usage = (CLIENT / "test" / "usage.ts").read_text()
+    broken = usage.replace("  // @ts-expect-error: an era the rules do not have\n", "", 1)
+    assert broken != usage
+    (tmp_path / "test").mkdir()
+    (tmp_path / "test" / "usage.ts").write_text(broken)
+    for name in ("orchestra.d.ts", "orchestra.js", "package.json"):
+        shutil.copy(CLIENT / name, tmp_path / name)
+    (tmp_path / "node_modules").symlink_to(CLIENT / "node_modules")
+    shutil.copy(CLIENT / "tsconfig.json", tmp_path / "tsconfig.json")
+    tsc = CLIENT / "node_modules" / ".bin" / "tsc"
+    ran = subprocess.run(
+        [str(tsc), "-p", "tsconfig.json"], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert ran.returncode != 0 and '"modern"' in ran.stdout, ran.stdout
+
+
+async def test_the_server_serves_the_library_and_its_types(server: ServerProcess) -> None:
+    async with httpx.AsyncClient(base_url=server.url) as http:
+        script = await http.get("/client/orchestra.js")
+        types = await http.get("/client/orchestra.d.ts")
+    assert script.status_code == 200 and types.status_code == 200
+    assert script.content == (CLIENT / "orchestra.js").read_bytes()
+    assert types.content == (CLIENT / "orchestra.d.ts").read_bytes()
+    assert script.headers["content-type"].startswith("text/javascript")
+    assert script.headers["x-typescript-types"] == "/client/orchestra.d.ts"
+    assert script.headers["access-control-allow-origin"] == "*"
+    assert "export async function connect(" in script.text
