@@ -85,7 +85,8 @@ async def send_everywhere(base: str) -> tuple[list[str], list[str]]:
             "/healthz",
             "/readyz",
             "/schema.json",
-            "/static/orchestra.js",
+            "/static/watch.js",
+            "/client/orchestra.js",
             *(
                 f"/games/{game_id}{tail}"
                 for game_id in games

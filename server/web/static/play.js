@@ -1,0 +1,114 @@
+// The play page: a seat's token in the address's fragment; pick a token, click a space. Where a token may
+// go is the server's answer (GET /games/{id}/legal), never decided here.
+
+import { describeToken, ERAS, FAMILIES, getLegal, MATERIALS, nameOf } from "/client/orchestra.js";
+import { livePage } from "./live.js";
+import { $, el, gameId, origin, secret, setTitle, showError } from "./render.js";
+
+setTitle(`game ${gameId}`);
+
+let board = null;
+let connection = null;
+let legal = { spaces: [], materials: {} };
+const message = $("message");
+const kind = $("kind");
+const which = $("which");
+for (const select of [$("material1"), $("material2")]) {
+  for (const material of MATERIALS) select.append(new Option(material, material));
+}
+
+function token() {
+  const value = which.value;
+  if (kind.value === "instrument") return { kind: "instrument", instrument: value };
+  if (kind.value === "performance") return { kind: "performance", era: value };
+  return { kind: "repair", family: value };
+}
+
+function fillWhich() {
+  if (!board) return;
+  const spaces = board.layout.spaces;
+  let options;
+  if (kind.value === "instrument") options = [...new Set(spaces.map((s) => s.instrument))];
+  else if (kind.value === "performance") options = ERAS.filter((era) => spaces.some((s) => s.eras.includes(era)));
+  else options = FAMILIES;
+  which.replaceChildren(...options.map((id) => new Option(nameOf(id), id)));
+}
+
+async function refreshLegal() {
+  if (!board) return;
+  try {
+    legal = await getLegal(origin, gameId, token(), { skill: $("skill").value || "1", token: secret });
+  } catch (error) {
+    message.textContent = `Cannot ask where this token may go: ${error.code}: ${error.message}`;
+    return;
+  }
+  const allowed = new Set(legal.spaces);
+  for (const [id, { cell }] of board.cells) {
+    cell.dataset.legal = allowed.has(id) ? "true" : "false";
+  }
+  const most = Math.max(0, ...Object.values(legal.materials));
+  $("materials").hidden = most === 0;
+  $("material2").hidden = most < 2;
+}
+
+async function place(spaceId) {
+  const placed = token();
+  if (!legal.spaces.includes(spaceId)) {
+    message.textContent = `${describeToken(placed)} cannot go to ${board.spaceName(spaceId)}.`;
+    return;
+  }
+  const placement = {
+    token: placed,
+    space: spaceId,
+    skill: Number.parseInt($("skill").value, 10) || 1,
+    consolation: $("consolation").value,
+  };
+  const needed = legal.materials[spaceId] || 0;
+  if (needed) placement.materials = [$("material1").value, $("material2").value].slice(0, needed);
+  message.textContent = `Placing ${describeToken(placed)} in ${board.spaceName(spaceId)}\u2026`;
+  await answer(connection.place(placement));
+}
+
+async function answer(sent) {
+  try {
+    const accepted = await sent;
+    message.textContent = `Accepted (version ${accepted.version}).`;
+  } catch (error) {
+    message.textContent = `Rejected (${error.code}): ${error.message}`;
+  }
+}
+
+function welcome(frame) {
+  const seat = frame.seat;
+  if (seat === null || seat === undefined) {
+    $("me").textContent = "You are watching (this token has no seat).";
+    return;
+  }
+  const name = frame.view.players.find((p) => p.seat === seat)?.name ?? `seat ${seat}`;
+  $("me").replaceChildren(document.createTextNode("You are "), el("span", `name seat-${seat % 4}`, name));
+  $("end-game").hidden = seat !== 0 || frame.view.ended;
+}
+
+if (!secret) {
+  showError("This page needs your seat token in its address: /games/<id>/play#token=<your token>.");
+} else {
+  kind.addEventListener("change", () => {
+    fillWhich();
+    refreshLegal();
+  });
+  for (const id of ["which", "skill"]) $(id).addEventListener("change", refreshLegal);
+  $("picker").addEventListener("submit", (event) => event.preventDefault());
+  $("end-game").addEventListener("click", () => answer(connection.endGame()));
+  connection = await livePage({
+    board(made) {
+      board = made;
+      fillWhich();
+      refreshLegal();
+      board.root.addEventListener("click", (event) => {
+        const cell = event.target.closest("[data-space]");
+        if (cell) place(cell.dataset.space);
+      });
+    },
+    welcome,
+  });
+}

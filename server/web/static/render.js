@@ -1,0 +1,287 @@
+// What the pages share: the page's game and secret, small DOM helpers, the board, and the log in words.
+//
+// No rule and no wire handling lives here: views, deltas and frames are the client library's
+// (/client/orchestra.js), and where a token may go comes from GET /games/{id}/legal. Everything a client
+// chose (player names above all) is inserted as text (textContent, text nodes), never as markup.
+
+import { describeToken, ERAS, FAMILIES, nameOf } from "/client/orchestra.js";
+
+// Drawn as the board lies: the rare row at the back (top), the strings row at the front (bottom).
+const FAMILY_ROWS = ["percussion_keyboards", "winds", "strings"];
+
+const parts = location.pathname.split("/");
+/** The game of this page (from /games/{id}/...), and the token in its address's fragment (#token=...),
+ * which browsers never send. */
+export const gameId = parts[1] === "games" ? decodeURIComponent(parts[2] || "") : "";
+export const secret = new URLSearchParams(location.hash.slice(1)).get("token");
+export const origin = location.origin;
+
+export function el(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined && text !== null) node.textContent = String(text);
+  return node;
+}
+
+export function $(id) {
+  return document.getElementById(id);
+}
+
+export function showError(message) {
+  const box = $("error");
+  if (!box) return;
+  box.hidden = !message;
+  box.textContent = message || "";
+}
+
+export function status(state, words) {
+  const badge = $("status");
+  if (!badge) return;
+  badge.dataset.status = state;
+  badge.textContent = words || state;
+}
+
+export function setTitle(words) {
+  $("title").textContent = words;
+  document.title = `Orchestra: ${words}`;
+}
+
+export function linkWithSecret(path) {
+  return secret ? `${path}#token=${encodeURIComponent(secret)}` : path;
+}
+
+export function flash(node) {
+  node.classList.remove("flash");
+  void node.offsetWidth; // restart the animation
+  node.classList.add("flash");
+  setTimeout(() => node.classList.remove("flash"), 1600);
+}
+
+function amounts(gained) {
+  const items = Object.entries(gained || {}).filter(([, n]) => n);
+  if (!items.length) return "nothing";
+  return items.map(([key, n]) => `+${n} ${key.replaceAll("_", " ")}`).join(", ");
+}
+
+function bonusWords(bonus) {
+  return Object.entries(bonus)
+    .map(([key, n]) => (key === "material_choice" ? `${n} material of choice` : `${n} ${key.replaceAll("_", " ")}`))
+    .join(", ");
+}
+
+function joinNames(names) {
+  if (names.length < 2) return names.join("");
+  return `${names.slice(0, -1).join(", ")} and ${names[names.length - 1]}`;
+}
+
+function ordinal(n) {
+  const tens = n % 100;
+  if (tens >= 11 && tens <= 13) return `${n}th`;
+  return `${n}${{ 1: "st", 2: "nd", 3: "rd" }[n % 10] || "th"}`;
+}
+
+// The board --------------------------------------------------------------------------------------------
+
+export class Board {
+  constructor(root, layout, players) {
+    this.root = root;
+    this.layout = layout;
+    this.players = players;
+    this.spaces = new Map(layout.spaces.map((space) => [space.id, space]));
+    this.cells = new Map();
+    this.seen = new Map();
+    this.scoreSeen = new Map();
+    this.version = 0;
+    this.draw();
+  }
+
+  name(seat) {
+    if (seat === null || seat === undefined) return "the server";
+    return this.players[seat] ?? `seat ${seat}`;
+  }
+
+  spaceName(id) {
+    const space = this.spaces.get(id);
+    if (!space) return nameOf(id);
+    if (space.eras.length === 2) return `${nameOf(space.instrument)} (${space.eras.map(nameOf).join("/")})`;
+    return nameOf(space.instrument);
+  }
+
+  // Four sub-columns per era; a space straddling two eras takes the last of one and the first of the next.
+  columns(space, row) {
+    if (!space.eras.length) {
+      const start = 2 + 4 * FAMILIES.indexOf(space.family);
+      return [start, start + 4];
+    }
+    const first = ERAS.indexOf(space.eras[0]);
+    if (space.eras.length === 2) return [2 + 4 * first + 3, 2 + 4 * first + 5];
+    let start = 2 + 4 * first;
+    let end = start + 4;
+    for (const other of row) {
+      if (other.eras.length !== 2) continue;
+      const from = ERAS.indexOf(other.eras[0]);
+      if (from === first - 1) start += 1;
+      if (from === first) end -= 1;
+    }
+    return [start, end];
+  }
+
+  draw() {
+    this.root.replaceChildren();
+    ERAS.forEach((era, index) => {
+      const head = el("div", "era-head", nameOf(era));
+      head.style.gridColumn = `${2 + 4 * index} / ${6 + 4 * index}`;
+      head.style.gridRow = "1";
+      this.root.append(head);
+    });
+    const rows = [["rare", this.layout.spaces.filter((s) => !s.eras.length)]];
+    for (const family of FAMILY_ROWS) {
+      rows.push([family, this.layout.spaces.filter((s) => s.eras.length && s.family === family)]);
+    }
+    rows.forEach(([label, spaces], index) => {
+      const head = el("div", `row-head row-${label}`, label === "rare" ? "Rare" : nameOf(label));
+      head.style.gridRow = `${index + 2}`;
+      head.style.gridColumn = "1";
+      this.root.append(head);
+      for (const space of spaces) {
+        const cell = el("div", `space family-${space.family}${space.eras.length ? "" : " rare"}`);
+        cell.dataset.space = space.id;
+        const [start, end] = this.columns(space, spaces);
+        cell.style.gridColumn = `${start} / ${end}`;
+        cell.style.gridRow = `${index + 2}`;
+        const top = el("div", "space-top");
+        top.append(el("span", "space-name", nameOf(space.instrument)));
+        top.append(el("span", "prestige", `${space.prestige}\u2605`));
+        cell.append(top);
+        if (space.eras.length === 2) cell.append(el("div", "straddle", space.eras.map(nameOf).join(" / ")));
+        cell.append(el("div", "bonus", bonusWords(space.bonus)));
+        const chair = el("div", "chair");
+        const below = el("div", "below");
+        cell.append(chair);
+        if (space.eras.length) {
+          cell.append(el("div", "line"));
+          cell.append(below);
+        }
+        this.root.append(cell);
+        this.cells.set(space.id, { cell, chair, below });
+      }
+    });
+  }
+
+  chip(seated, big) {
+    const chip = el("span", `chip seat-${seated.seat % 4}${big ? " big" : ""}`);
+    chip.dataset.seat = String(seated.seat);
+    chip.title = `${this.name(seated.seat)}: ${describeToken(seated.token)}`;
+    chip.append(el("span", "who", this.name(seated.seat)));
+    chip.append(el("span", "what", describeToken(seated.token, { short: true })));
+    return chip;
+  }
+
+  // Draw a whole view; only the spaces and scores that changed since the last one are drawn again (and,
+  // when `animate`, flash).
+  render(view, animate) {
+    if (view.players) this.players = view.players.map((p) => p.name);
+    for (const [id, held] of Object.entries(view.spaces)) {
+      const found = this.cells.get(id);
+      if (!found) continue;
+      const signature = JSON.stringify(held);
+      if (this.seen.get(id) === signature) continue;
+      const changed = this.seen.has(id);
+      this.seen.set(id, signature);
+      const { cell, chair, below } = found;
+      if (held.kind === "rare") {
+        const chairs = held.chairs;
+        chair.replaceChildren(...chairs.map((s) => this.chip(s, false)));
+        if (!chairs.length) chair.append(el("span", "empty", "no chair yet"));
+        if (chairs.length) cell.dataset.chairSeats = chairs.map((s) => s.seat).join(" ");
+        else delete cell.dataset.chairSeats;
+      } else {
+        chair.replaceChildren(held.chair ? this.chip(held.chair, true) : el("span", "empty", "empty chair"));
+        if (held.chair) cell.dataset.chairSeat = String(held.chair.seat);
+        else delete cell.dataset.chairSeat;
+        below.replaceChildren(...held.below.map((s) => this.chip(s, false)));
+      }
+      if (changed && animate) flash(cell);
+    }
+    this.renderScores(view.scores, animate);
+    this.version = view.version;
+    this.root.dataset.version = String(view.version);
+    document.body.classList.toggle("ended", Boolean(view.ended));
+  }
+
+  renderScores(scores, animate) {
+    const body = $("scores").querySelector("tbody");
+    const rows = [];
+    for (const score of scores) {
+      const row = el("tr", `seat-${score.seat % 4}`);
+      row.dataset.seat = String(score.seat);
+      const who = el("td", "who");
+      who.append(el("span", `dot seat-${score.seat % 4}`));
+      who.append(document.createTextNode(this.name(score.seat)));
+      row.append(who);
+      const chairs = el("td", "chairs", String(score.chairs.length));
+      chairs.title = score.chairs.map((id) => this.spaceName(id)).join(", ");
+      row.append(chairs);
+      row.append(el("td", "prestige", String(score.prestige)));
+      row.append(el("td", "resources", amounts(score.resources).replaceAll("+", "")));
+      const signature = JSON.stringify(score);
+      if (animate && this.scoreSeen.has(score.seat) && this.scoreSeen.get(score.seat) !== signature) {
+        flash(row);
+      }
+      this.scoreSeen.set(score.seat, signature);
+      rows.push(row);
+    }
+    body.replaceChildren(...rows);
+  }
+
+  // The log: one line per envelope, in words; parts are text or {seat} for a coloured name.
+  describe(envelope) {
+    const e = envelope.event;
+    const who = { seat: e.seat ?? envelope.seat };
+    const space = e.space ? this.spaceName(e.space) : "";
+    const token = e.token ? describeToken(e.token) : "";
+    switch (e.type) {
+      case "GameCreated":
+        return [`Game created for ${joinNames(e.players)} on the ${e.layout.name} layout`];
+      case "ChairClaimed": {
+        const rare = this.spaces.get(e.space)?.eras.length === 0;
+        const verb = rare ? ` takes a ${space} chair with ` : ` claims the ${space} chair with `;
+        return [who, verb, `${token}: ${amounts(e.bonus)}${e.doubled ? " (doubled)" : ""}`];
+      }
+      case "ChairStolen":
+        if (e.from_seat === e.seat) {
+          return [who, ` takes the ${space} chair from their own token with ${token}: `,
+            `${amounts(e.bonus)}${e.doubled ? " (doubled)" : ""}`];
+        }
+        return [who, ` steals the ${space} chair from `, { seat: e.from_seat }, ` with ${token}: `,
+          `${amounts(e.bonus)}${e.doubled ? " (doubled)" : ""}`];
+      case "PlacedBelowLine": {
+        const why = { instrument_holds: "an instrument holds the chair", no_majority: "no majority",
+          own_chair: "already holds the chair" }[e.reason] || e.reason;
+        return [who, ` places ${token} below the line in ${space} (${why}): ${amounts(e.consolation)}`];
+      }
+      case "GameEnded": {
+        const out = [who, " ends the game. Final:"];
+        (e.ranking || []).forEach((rank, index) => {
+          out.push(index ? "; " : " ", { seat: rank.seat }, ` ${ordinal(rank.rank)} with ${rank.prestige} prestige`);
+        });
+        return out;
+      }
+      default:
+        return [`${e.type}`];
+    }
+  }
+
+  logLine(envelope) {
+    const item = el("li", "entry");
+    item.dataset.version = String(envelope.version);
+    item.append(el("span", "v", `${envelope.version}`));
+    const text = el("span", "text");
+    for (const part of this.describe(envelope)) {
+      if (typeof part === "string") text.append(document.createTextNode(part));
+      else text.append(el("span", `name seat-${part.seat % 4}`, this.name(part.seat)));
+    }
+    item.append(text);
+    return item;
+  }
+}
