@@ -12,6 +12,7 @@
     python -m bench pipeline [--quick]        the command path's CPU without sockets
     python -m bench writer [--quick]          the table workload with and without the direct frame writer
     python -m bench restart [--quick]         2,000 hellos at once; 2,000 clients back after a SIGTERM restart
+    python -m bench gamelist [--quick]        GET /games with 5,000 private games vs none
     python -m bench plot [--quick]            docs/*.png from the results of load and scaling
     python -m bench generator --start ours --games 20 --players 3 --spectators 5 --duration 10
                                               the generic load generator the others drive
@@ -38,6 +39,7 @@ BENCHMARKS = {
     "pipeline": "bench.pipeline",
     "writer": "bench.writer",
     "restart": "bench.restart",
+    "gamelist": "bench.gamelist",
     "plot": "bench.plot",
     "generator": "bench.generator",
 }

@@ -42,6 +42,8 @@ SERVER_ENV = {
     "ORCHESTRA_RATE_PER_SECOND": "1000000",
     "ORCHESTRA_RATE_BURST": "1000000",
     "ORCHESTRA_QUEUE_LIMIT": "100000",
+    # The load generator creates its games as fast as it can: no per-address creation rate.
+    "ORCHESTRA_CREATE_RATE_PER_MINUTE": "0",
 }
 
 

@@ -24,6 +24,11 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # The embedded Redis's memory limit (Redis units; "0": none). Full, it refuses writes (noeviction).
     embedded_redis_maxmemory: str = "1gb"
     api_key: str | None = None
+    # Games one client address may create: a minute's rate and a burst (0: no limit); and the live games
+    # (created, not ended) the whole store may hold (0: no cap).
+    create_rate_per_minute: float = 60.0
+    create_burst: int = 20
+    max_games: int = 100_000
     max_frame_bytes: int = 16 * 1024
     max_body_bytes: int = 16 * 1024
     # An HTTP request's head (request line and headers), and the seconds a client has to send a whole

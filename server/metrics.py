@@ -57,8 +57,16 @@ class Metrics:
             ["version", "embedded"],
             registry=r,
         )
+        self.creations_refused = Counter(
+            "orchestra_creations_refused",
+            "Games not created: a client over its rate (rate_limited), or the cap on live games reached",
+            ["code"],
+            registry=r,
+        )
         for role in ("player", "spectator"):
             self.connections.labels(role)
+        for code in ("rate_limited", "too_many_games"):
+            self.creations_refused.labels(code)
         # Every accepted command counts here: the child is looked up once, not per command.
         self._accepted = self.commands.labels("accepted", "")
 

@@ -21,6 +21,7 @@ from server.clock import utc_now
 from server.engine import envelope
 from server.engine.envelope import Record
 from server.engine.folded import SPACES_CACHE_BYTES, FoldedGame, GapError, decode_all
+from server.engine.listing import listing_of
 from server.engine.owner import Command, LiveGame, Node, Outcome
 from server.engine.signing import Signer
 from server.metrics import Metrics
@@ -62,13 +63,16 @@ class Games:
         max_live_games: int = 10_000,
         view_cache_bytes: int = SPACES_CACHE_BYTES,
         signer: Signer | None = None,
+        max_games: int = 0,
     ) -> None:
         """`signer` signs every envelope this node writes; without one, a key of its own is made (tests
-        and benchmarks: no verifier knows it unless given `self.node.signer`)."""
+        and benchmarks: no verifier knows it unless given `self.node.signer`). `max_games` caps the live
+        games of the whole store (0: no cap)."""
         self.store = store
         self.metrics = metrics or Metrics()
         self.max_placements = max_placements
         self.max_live_games = max_live_games
+        self.max_games = max_games
         self.view_cache_bytes = view_cache_bytes
         self.node = Node(
             store,
@@ -88,9 +92,11 @@ class Games:
     async def create(
         self, players: Sequence[str], layout: str = "standard", spectators: str = "public"
     ) -> Created:
-        """Create a game with fresh seat tokens (and a watch token for a private game).
+        """Create a game with fresh seat tokens (and a watch token for a private game); a public game is
+        listed (server.engine.listing).
 
-        Raises: Rejected (bad players or layout), StoreUnavailable.
+        Raises: Rejected (bad players or layout), TooManyGames (the store holds `max_games` live games),
+        StoreFull, StoreUnavailable.
         """
         game_id = auth.new_game_id()
         command = msgspec.convert(
@@ -115,12 +121,13 @@ class Games:
         _, data, _ = envelope.seal(
             game_id, 0, envelope.GENESIS, node.clock(), command_id, None, events, node.signer
         )
-        await self.store.create(game_id, data[0], credentials)
-        log.info("game created", extra={"game_id": game_id, "version": 1, "count": len(players)})
         # The names as the game keeps them (trimmed, NFC: domain.names), not as they were sent.
         created = events[0]
         assert isinstance(created, GameCreated)  # what decide answers a CreateGame with
         names = created.players
+        listing = listing_of(names) if created.spectators == "public" else None
+        await self.store.create(game_id, data[0], credentials, listing=listing, max_live=self.max_games)
+        log.info("game created", extra={"game_id": game_id, "version": 1, "count": len(players)})
         seats = [
             SeatToken(seat, name, token) for seat, (name, token) in enumerate(zip(names, tokens, strict=True))
         ]

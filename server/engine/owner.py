@@ -261,7 +261,9 @@ class LiveGame:
 
         for plan in accepted:  # 1. answers
             plan.submission.answer(Outcome(plan.items[-1].version, plan.data))
+        ended = False
         if accepted:  # 2. fold, 3. fan out
+            ended = not self.folded.board.game.ended
             records = [
                 Record(item.version, data)
                 for p in accepted
@@ -270,8 +272,11 @@ class LiveGame:
             self._publish(
                 self.folded.fold(records, [item for p in accepted for item in p.items], accepted[-1].head)
             )
+            ended = ended and self.folded.board.game.ended
 
         # 4. what needs another read, after the round's frame is out.
+        if ended:
+            await self._count_ended()
         for submission, first in repeated:
             await self._answer_from_store(submission, first)
         for submission, exc in refused:
@@ -320,6 +325,14 @@ class LiveGame:
         # One plan or many: the store picks its cheapest call for the batch.
         batch = [(self.game_id, p.expected, p.data, p.submission.key) for p in plans]
         return await self._node.store.append_many(batch)
+
+    async def _count_ended(self) -> None:
+        """Tell the store the game has ended, so that it no longer counts as live (against the cap on
+        live games). Should that fail, the game stays counted until it is archived: logged, not raised."""
+        try:
+            await self._node.store.ended(self.game_id)
+        except StoreError as exc:
+            log.warning("ended game still counted live", extra={"game_id": self.game_id, "error": str(exc)})
 
     async def _answer_from_store(self, submission: Submission, prior: Appended) -> None:
         """The answer an accepted command got, read back from the store."""

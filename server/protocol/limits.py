@@ -25,3 +25,8 @@ class TokenBucket:
             self._tokens -= 1.0
             return True
         return False
+
+    def wait(self) -> float:
+        """Seconds until a token will be there (0 when one is), spending nothing."""
+        tokens = min(self.burst, self._tokens + (self._clock() - self._stamp) * self.rate)
+        return 0.0 if tokens >= 1.0 else (1.0 - tokens) / self.rate

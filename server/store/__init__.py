@@ -12,9 +12,11 @@ from server.store.port import (
     GameExists,
     GameNotFound,
     Known,
+    Listed,
     StoreError,
     StoreFull,
     StoreUnavailable,
+    TooManyGames,
     UnreadableGame,
 )
 
@@ -26,8 +28,10 @@ __all__ = [
     "GameNotFound",
     "Current",
     "Known",
+    "Listed",
     "StoreError",
     "StoreFull",
     "StoreUnavailable",
+    "TooManyGames",
     "UnreadableGame",
 ]

@@ -10,7 +10,17 @@ import asyncio
 from collections.abc import AsyncIterator, Mapping, Sequence
 
 from server.engine.envelope import Record
-from server.store import Appended, ConcurrencyConflict, Current, GameExists, GameNotFound, Known, StoreError
+from server.store import (
+    Appended,
+    ConcurrencyConflict,
+    Current,
+    GameExists,
+    GameNotFound,
+    Known,
+    Listed,
+    StoreError,
+    TooManyGames,
+)
 
 
 class _Game:
@@ -27,17 +37,37 @@ class MemoryEventStore:
 
     def __init__(self) -> None:
         self._games: dict[str, _Game] = {}
+        # The index: listed games with their listings, live games, indexed games; and each game's rank
+        # in the order of creation, by which the listed ones are listed (as the Redis adapter scores them).
+        self._listed: dict[str, bytes] = {}
+        self._rank: dict[str, int] = {}
+        self._created = 0
+        self._live: set[str] = set()
+        self._indexed: set[str] = set()
         # One condition per tailed game: an append wakes that game's tails only.
         self._changed: dict[str, asyncio.Condition] = {}
 
-    async def create(self, game_id: str, data: bytes, credentials: Mapping[str, str]) -> None:
-        """Write a game's first envelope (version 1) and its credentials together.
+    async def create(
+        self,
+        game_id: str,
+        data: bytes,
+        credentials: Mapping[str, str],
+        *,
+        listing: bytes | None = None,
+        max_live: int = 0,
+    ) -> None:
+        """Write a game's first envelope (version 1) and its credentials together, and index it.
 
-        Raises: GameExists.
+        Raises: GameExists, TooManyGames.
         """
         if game_id in self._games:
             raise GameExists(game_id)
+        if max_live > 0 and len(self._live) >= max_live:
+            raise TooManyGames(f"the store holds its maximum of {max_live} live games")
         self._games[game_id] = _Game(bytes(data), credentials)
+        self._created += 1
+        self._rank[game_id] = self._created
+        await self.index(game_id, listing=listing, live=True)
         await self._notify(game_id)
 
     async def append(
@@ -125,9 +155,54 @@ class MemoryEventStore:
         return list(self._games)
 
     async def delete(self, game_id: str) -> None:
-        """Forget a game."""
+        """Forget a game, and its index entries."""
         self._games.pop(game_id, None)
         self._changed.pop(game_id, None)
+        self._listed.pop(game_id, None)
+        self._live.discard(game_id)
+        self._indexed.discard(game_id)
+        self._rank.pop(game_id, None)
+
+    async def listed(self, limit: int) -> list[Listed]:
+        """The newest `limit` listed games, newest first, each with its newest record."""
+        found: list[Listed] = []
+        for game_id in sorted(self._listed, key=self._rank.__getitem__, reverse=True):
+            game = self._games.get(game_id)
+            if game is None:
+                continue
+            last = Record(len(game.envelopes), game.envelopes[-1])
+            found.append(Listed(game_id, self._listed[game_id], last))
+            if len(found) >= limit:
+                break
+        return found
+
+    async def live_games(self) -> int:
+        """How many games are indexed as live."""
+        return len(self._live)
+
+    async def ended(self, game_id: str) -> None:
+        """The game is live no more."""
+        self._live.discard(game_id)
+
+    async def index(self, game_id: str, *, listing: bytes | None, live: bool) -> None:
+        """Index a game (listed in its order of creation, however late it is indexed)."""
+        if listing is not None and game_id not in self._listed:
+            self._listed[game_id] = bytes(listing)
+        if live:
+            self._live.add(game_id)
+        else:
+            self._live.discard(game_id)
+        self._indexed.add(game_id)
+
+    async def unindexed(self) -> list[str]:
+        """Games created but not indexed, oldest first (none, unless `drop_index` made some)."""
+        return [game_id for game_id in self._games if game_id not in self._indexed]
+
+    def drop_index(self, game_id: str) -> None:
+        """Forget a game's index entries, as a store written before the index has none (for tests)."""
+        self._listed.pop(game_id, None)
+        self._live.discard(game_id)
+        self._indexed.discard(game_id)
 
     async def ping(self) -> bool:
         """Always True: the store is this process."""

@@ -6,10 +6,17 @@
     ├── ConcurrencyConflict  the stream is not at the expected version (re-read and re-decide)
     │   └── GameNotFound     append to a game never created (a re-read finds version 0)
     ├── GameExists           a game with this id was already created
+    ├── TooManyGames         the store holds its maximum of live games (nothing was written)
     └── UnreadableGame       a stored envelope does not decode (damaged, or from a newer schema)
 
 Adapters: `server.store.memory.MemoryEventStore` and `server.store.redis.RedisEventStore` pass one
 contract suite (tests/store/).
+
+Besides the streams, a store keeps an index of its games, written with each game's creation and read
+without touching any stream but the listed games' own: the games listed publicly (newest first, each
+with the listing bytes it was created with), the live ones (created, neither ended nor deleted: counted
+for a cap), and which games are indexed at all (games written before the index existed are not, until
+`index` is called for them: see server.engine.listing).
 """
 
 from __future__ import annotations
@@ -67,6 +74,18 @@ class GameExists(StoreError):
     """A game with this id exists already."""
 
 
+class TooManyGames(StoreError):
+    """The store holds its maximum of live games: no game is created until one ends or is archived."""
+
+
+class Listed(msgspec.Struct, frozen=True):
+    """A publicly listed game: its id, the listing it was created with, and its newest record."""
+
+    game_id: str
+    listing: bytes
+    last: Record
+
+
 class Appended(msgspec.Struct, frozen=True):
     """Where a command's envelopes landed: versions first..last; `duplicate` when the id was seen."""
 
@@ -84,10 +103,20 @@ Current = Callable[[], int]
 class EventStore(Protocol):
     """Durable, ordered, per-game streams of envelopes."""
 
-    async def create(self, game_id: str, data: bytes, credentials: Mapping[str, str]) -> None:
-        """Write a game's first envelope (version 1) and its credentials together, or nothing.
+    async def create(
+        self,
+        game_id: str,
+        data: bytes,
+        credentials: Mapping[str, str],
+        *,
+        listing: bytes | None = None,
+        max_live: int = 0,
+    ) -> None:
+        """Write a game's first envelope (version 1) and its credentials together, or nothing; index the
+        game as live, and as listed with `listing` when one is given.
 
-        Raises: GameExists, StoreFull, StoreUnavailable.
+        With `max_live` > 0, a store already holding that many live games writes nothing (TooManyGames).
+        Raises: GameExists, TooManyGames, StoreFull, StoreUnavailable.
         """
 
     async def append(
@@ -141,7 +170,30 @@ class EventStore(Protocol):
         """Ids of every game created, oldest first. Raises: StoreUnavailable."""
 
     async def delete(self, game_id: str) -> None:
-        """Remove a game's stream, credentials and command records (archiving). Raises: StoreUnavailable."""
+        """Remove a game's stream, credentials and command records (archiving), and its index entries.
+
+        Raises: StoreUnavailable.
+        """
+
+    async def listed(self, limit: int) -> list[Listed]:
+        """The newest `limit` listed games, newest first, each with its newest record; a listed game
+        whose stream is gone is left out. No game that is not listed is read. Raises: StoreUnavailable."""
+
+    async def live_games(self) -> int:
+        """How many games are live: indexed as live, neither ended nor deleted. Raises: StoreUnavailable."""
+
+    async def ended(self, game_id: str) -> None:
+        """The game has ended: it is live no more (idempotent). Raises: StoreUnavailable."""
+
+    async def index(self, game_id: str, *, listing: bytes | None, live: bool) -> None:
+        """Index an existing game written before the index was (idempotent): listed with `listing` when
+        given, live or not. Raises: StoreFull, StoreUnavailable."""
+
+    async def unindexed(self) -> list[str]:
+        """Ids of the games created but not indexed, oldest first (cheap when there are none).
+
+        Raises: StoreUnavailable.
+        """
 
     async def ping(self) -> bool:
         """Whether the store answers now."""

@@ -7,6 +7,7 @@ placed after the run call never runs, while the lifespan's exit always does.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import gc
 import logging
@@ -20,6 +21,7 @@ from starlette.routing import Route, WebSocketRoute
 from server.auth import api_key_problem
 from server.config import Settings
 from server.connections import ConnectionLimits
+from server.engine import listing
 from server.engine.games import Games
 from server.metrics import Metrics
 from server.ops import signing_keys
@@ -96,11 +98,14 @@ def create_app(
             command_timeout=settings.command_timeout,
             failpoint=settings.failpoint,
             max_live_games=settings.max_live_games,
+            max_games=settings.max_games,
             view_cache_bytes=settings.view_cache_bytes,
             signer=signer,
         )
         ctx = Context(settings=settings, games=games, metrics=metrics, embedded=embedded, keys=keys)
         app.state.ctx = ctx
+        # Games written before the store's index existed are indexed meanwhile (server.engine.listing).
+        backfilling = asyncio.get_running_loop().create_task(listing.backfill_logged(opened))
         # What exists once the node has started (modules, the app, the pools) lives as long as the node:
         # moved out of the collector's sight, a full collection no longer walks it (each pause would land
         # in the latency of every command waiting meanwhile).
@@ -111,6 +116,9 @@ def create_app(
         finally:
             if connections is not None:
                 connections.summarize()  # the refusals since the last line, not left for a line never written
+            backfilling.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await backfilling
             await games.close()  # a command still waiting is answered unavailable, not dropped
             if store is None:
                 await opened.close()

@@ -9,6 +9,7 @@ from server.engine.games import Games
 from server.engine.signing import Keyring
 from server.metrics import Metrics
 from server.ops.embedded_redis import EmbeddedRedis
+from server.web.throttle import AddressThrottle
 
 
 @dataclass
@@ -21,3 +22,8 @@ class Context:
     embedded: EmbeddedRedis | None = None
     # The public keys of this node's signing key and of its retired ones (GET /signing-keys).
     keys: Keyring = field(default_factory=Keyring)
+    # How fast each client address may create games (from the settings).
+    creations: AddressThrottle = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.creations = AddressThrottle(self.settings.create_rate_per_minute, self.settings.create_burst)

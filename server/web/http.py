@@ -14,10 +14,11 @@ from domain import Rejected
 from domain.messages import Name
 from server import auth
 from server.clock import utc_now
+from server.engine import listing
 from server.engine.owner import LiveGame
 from server.engine.trailer import trailer_line
 from server.protocol import schema
-from server.store import StoreError, StoreFull, UnreadableGame
+from server.store import StoreError, StoreFull, TooManyGames, UnreadableGame
 from server.web.context import Context
 
 _encode = msgspec.json.Encoder().encode
@@ -29,15 +30,6 @@ class NewGame(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     players: Annotated[list[Name], msgspec.Meta(min_length=1, max_length=4)]
     layout: str = "standard"
     spectators: Literal["public", "token"] = "public"
-
-
-class GameSummary(msgspec.Struct, frozen=True):
-    """A game in the list of games."""
-
-    game_id: str
-    players: list[str]
-    version: int
-    ended: bool
 
 
 _decode_new_game = msgspec.json.Decoder(NewGame).decode
@@ -80,6 +72,12 @@ async def create_game(request: Request) -> Response:
         presented = _bearer(request) or ""
         if not auth.identify(presented, {"key": auth.digest(ctx.settings.api_key)}):
             return error(401, "forbidden", "creating games needs the server's API key as a Bearer token")
+    wait = ctx.creations.take(request.client.host if request.client else None)
+    if wait:
+        ctx.metrics.creations_refused.labels("rate_limited").inc()
+        refused = error(429, "rate_limited", f"too many games created from this address; retry in {wait} s")
+        refused.headers["retry-after"] = str(wait)
+        return refused
     body = await _read_body(request, ctx.settings.max_body_bytes)
     if body is None:
         return error(413, "too_large", f"a request body may hold {ctx.settings.max_body_bytes} bytes")
@@ -92,31 +90,25 @@ async def create_game(request: Request) -> Response:
         return error(400, exc.code, exc.message)
     except StoreFull:
         return error(507, "store_full", "the event store is full: no game can be created until room is made")
+    except TooManyGames:
+        ctx.metrics.creations_refused.labels("too_many_games").inc()
+        return error(
+            503, "too_many_games", "the server holds its maximum of live games: retry once games have ended"
+        )
     except StoreError:
         return unavailable()
     return json(created, 201)
 
 
 async def list_games(request: Request) -> Response:
-    """GET /games: the public games, newest first (at most `limit`, default 100)."""
+    """GET /games: the public games, newest first (at most `limit`, default 100), from the store's index:
+    no private game is read, however many there are (server.engine.listing)."""
     ctx: Context = request.app.state.ctx
     limit = _int(request.query_params.get("limit"), default=100, low=1, high=1000)
     if limit is None:
         return error(400, "bad_request", "limit must be an integer from 1 to 1000")
     try:
-        ids = (await ctx.games.store.games())[::-1]
-        found: list[GameSummary] = []
-        for game_id in ids:
-            try:
-                game = await ctx.games.get(game_id)
-            except UnreadableGame:  # one damaged stream must not hide every other game
-                continue
-            if game is None or game.folded.board.game.spectators != "public":
-                continue
-            state = game.folded.board.game
-            found.append(GameSummary(game_id, list(state.players), game.version, state.ended))
-            if len(found) >= limit:
-                break
+        found = await listing.summaries(ctx.games.store, limit)
     except StoreError:
         return unavailable()
     return json(found)

@@ -33,6 +33,7 @@ NAMES = [
     "store",
     "writer",
     "restart",
+    "gamelist",
 ]
 EXTRA_ARGS = {"pipeline": ["--callgrind"]} if shutil.which("valgrind") else {}
 PARALLEL = 3
@@ -274,3 +275,16 @@ def test_restart(results: dict[str, dict[str, Any]]) -> None:
     assert restart["clients"] >= 100 and restart["not_back"] == 0
     assert restart["incomplete"] == 0 and restart["first_problems"] == []
     assert 0 < restart["all_back_seconds"] <= restart["goal_seconds"]
+
+
+def test_gamelist(results: dict[str, dict[str, Any]]) -> None:
+    result = results["gamelist"]
+    _common(result, "gamelist")
+    summary = result["summary"]
+    assert summary["private_games"] >= 300 and summary["listed"] == result["config"]["public"]
+    assert _positive(summary["median_ms_without_private"]) and _positive(summary["median_ms_with_private"])
+    assert _positive(summary["ratio_median_with_to_without"])
+    # What holds whatever the machine's noise: the list reads the listed games' streams alone, as many with
+    # the private games as without, and loads no game into the server's memory.
+    assert summary["same_stream_reads"] and summary["stream_reads_per_call"] == result["config"]["public"]
+    assert summary["games_held_after_listing"] == 0

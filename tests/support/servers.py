@@ -21,6 +21,8 @@ class ServerProcess(ChildServer):
         if redis_url is not None:
             env["ORCHESTRA_REDIS_URL"] = redis_url
         env.setdefault("ORCHESTRA_DATA_DIR", str(directory / "var"))
+        # Tests create games faster than any client should: no per-address rate unless a test sets one.
+        env.setdefault("ORCHESTRA_CREATE_RATE_PER_MINUTE", "0")
         directory.mkdir(parents=True, exist_ok=True)
         command = [sys.executable, "-m", "server.ops.cli", "serve", "--port", str(port)]
         super().__init__(command, env, directory / "server.log", cwd=ROOT)

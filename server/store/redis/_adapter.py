@@ -29,9 +29,11 @@ from server.store import (
     GameExists,
     GameNotFound,
     Known,
+    Listed,
     StoreError,
     StoreFull,
     StoreUnavailable,
+    TooManyGames,
 )
 from server.store.redis._line import ScriptLine
 from server.store.redis._notify import Notifier
@@ -41,6 +43,14 @@ from server.store.redis._scripts import (
     CREATE,
     FIELD,
     GAMES_KEY,
+    INDEX,
+    INDEX_KEYS,
+    INDEXED_KEY,
+    LISTED,
+    LISTING_KEY,
+    LIVE_KEY,
+    PUBLIC_KEY,
+    UNINDEX,
     appended_channel,
     auth_key,
     commands_key,
@@ -122,6 +132,8 @@ def _translate(exc: BaseException, game_id: str = "", expected: int = 0) -> Stor
             return GameNotFound(game_id, expected)
         if message.startswith("EXISTS"):
             return GameExists(game_id)
+        if message.startswith("TOOMANY"):
+            return TooManyGames("the store holds its maximum of live games")
     return StoreError(f"redis: {message}")
 
 
@@ -161,6 +173,9 @@ class RedisEventStore:
         self._append = client.register_script(APPEND)
         self._create = client.register_script(CREATE)
         self._append_many = client.register_script(APPEND_MANY)
+        self._index = client.register_script(INDEX)
+        self._unindex = client.register_script(UNINDEX)
+        self._listed = client.register_script(LISTED)
         self._cluster = isinstance(client, RedisCluster)
         self._db = (
             0
@@ -210,12 +225,23 @@ class RedisEventStore:
         """The command client (for diagnostics and tests)."""
         return self._client
 
-    async def create(self, game_id: str, data: bytes, credentials: Mapping[str, str]) -> None:
-        """Write a game's first envelope (version 1) and its credentials together, or nothing.
+    async def create(
+        self,
+        game_id: str,
+        data: bytes,
+        credentials: Mapping[str, str],
+        *,
+        listing: bytes | None = None,
+        max_live: int = 0,
+    ) -> None:
+        """Write a game's first envelope (version 1) and its credentials together, then index it (live,
+        and listed with `listing` when given), or nothing.
 
-        The games index is written after, in a second call: it lives outside the game's slot, so no
-        script can write both. A crash between the two leaves a playable game missing from `games()`.
-        Raises: GameExists, StoreFull, StoreUnavailable.
+        The index is written after, in a second call (one script: see `INDEX`): it lives outside the
+        game's slot, so no script can write both. A crash between the two leaves a playable game missing
+        from `games()` and the index. With `max_live` > 0, the index refuses a game past that many live
+        ones, and the game is taken back.
+        Raises: GameExists, TooManyGames, StoreFull, StoreUnavailable.
         """
         pairs = [item for field, value in credentials.items() for item in (field, value)]
         async with _boundary(self._timeout, game_id):
@@ -223,11 +249,10 @@ class RedisEventStore:
                 keys=self._game_keys(game_id, auth_key(game_id)), args=[data, *pairs]
             )
         try:
-            async with _boundary(self._timeout, game_id):
-                await self._client.zadd(GAMES_KEY, {game_id: int(seconds) * 1_000_000 + int(micros)}, nx=True)
-        except StoreFull:
-            # Redis filled up between the two calls: take the game back (a delete needs no memory), so a
-            # create refused as full leaves nothing behind.
+            await self._write_index(game_id, f"{int(seconds)}{int(micros):06d}", listing, True, max_live)
+        except (StoreFull, TooManyGames):
+            # Redis filled up between the two calls, or the cap is reached: take the game back (a delete
+            # needs no memory), so a refused create leaves nothing behind.
             with contextlib.suppress(StoreError):
                 async with _boundary(self._timeout, game_id):
                     await self._client.delete(events_key(game_id), auth_key(game_id))
@@ -436,13 +461,13 @@ class RedisEventStore:
         return [game_id.decode() for game_id in ids]
 
     async def delete(self, game_id: str) -> None:
-        """Remove a game's keys (one call: they share a slot), then its entry in the games index.
+        """Remove a game's keys (one call: they share a slot), then its entries in the index (one script).
 
         Raises: StoreUnavailable.
         """
         async with _boundary(self._timeout, game_id):
             await self._client.delete(events_key(game_id), auth_key(game_id), commands_key(game_id))
-            await self._client.zrem(GAMES_KEY, game_id)
+            await self._unindex(keys=INDEX_KEYS, args=[game_id])
 
     async def server_version(self) -> str:
         """The version of the Redis behind the store (INFO server; of a Cluster, its first node's).
@@ -456,6 +481,76 @@ class RedisEventStore:
             if "redis_version" in section:
                 return str(section["redis_version"])
         return "unknown"
+
+    async def _write_index(
+        self, game_id: str, score: str, listing: bytes | None, live: bool, max_live: int = 0
+    ) -> None:
+        args: list[str | bytes | int] = [game_id, score, "1" if live else "0", max_live]
+        if listing is not None:
+            args.append(listing)
+        async with _boundary(self._timeout, game_id):
+            await self._index(keys=INDEX_KEYS, args=args)
+
+    async def listed(self, limit: int) -> list[Listed]:
+        """The newest `limit` listed games, newest first, with their newest records: one script for the
+        ids and listings, then one pipelined read of each listed stream's top entry.
+
+        Raises: StoreUnavailable.
+        """
+        async with _boundary(self._timeout):
+            ids, listings = await self._listed(keys=[PUBLIC_KEY, LISTING_KEY], args=[limit])
+        if not ids:
+            return []
+        pipe = self._client.pipeline(transaction=False)
+        for game_id in ids:
+            pipe.xrevrange(events_key(game_id.decode()), "+", "-", count=1)
+        async with _boundary(self._timeout):
+            tops = await pipe.execute()
+        found: list[Listed] = []
+        for game_id, listing, top in zip(ids, listings, tops, strict=True):
+            if top and listing is not None:  # a stream gone (archived meanwhile): not listed
+                entry_id, fields = top[0]
+                found.append(Listed(game_id.decode(), listing, Record(_version_of(entry_id), fields[FIELD])))
+        return found
+
+    async def live_games(self) -> int:
+        """How many games are indexed as live. Raises: StoreUnavailable."""
+        async with _boundary(self._timeout):
+            return int(await self._client.scard(LIVE_KEY))
+
+    async def ended(self, game_id: str) -> None:
+        """The game is live no more. Raises: StoreUnavailable."""
+        async with _boundary(self._timeout, game_id):
+            await self._client.srem(LIVE_KEY, game_id)
+
+    async def index(self, game_id: str, *, listing: bytes | None, live: bool) -> None:
+        """Index an existing game, scored by its creation in orchestra:games (now, if it is not there).
+
+        Raises: StoreFull, StoreUnavailable.
+        """
+        await self._write_index(game_id, "", listing, live)
+
+    async def unindexed(self) -> list[str]:
+        """Games in orchestra:games but not indexed, oldest first: two counts when there are none, else
+        a walk of orchestra:games a chunk at a time. Raises: StoreUnavailable."""
+        async with _boundary(self._timeout):
+            pipe = self._client.pipeline(transaction=False)
+            pipe.zcard(GAMES_KEY)
+            pipe.scard(INDEXED_KEY)
+            total, indexed = await pipe.execute()
+        if int(indexed) >= int(total):
+            return []
+        missing: list[str] = []
+        start = 0
+        while True:
+            async with _boundary(self._timeout):
+                ids = cast(list[bytes], await self._client.zrange(GAMES_KEY, start, start + READ_CHUNK - 1))
+                if not ids:
+                    break
+                known = await self._client.smismember(INDEXED_KEY, ids)
+            missing += [game_id.decode() for game_id, member in zip(ids, known, strict=True) if not member]
+            start += READ_CHUNK
+        return missing
 
     async def ping(self) -> bool:
         """Whether the store answers now."""

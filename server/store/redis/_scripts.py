@@ -8,6 +8,15 @@ them live in one slot and a single script may touch them all:
     orchestra:{<game_id>}:commands  hash command_key -> "first last" (the outcome a repeat gets back)
     orchestra:games                 sorted set of game ids, scored by creation time (Redis's clock, in us)
 
+and the index of games beside it, every key of it in the slot of `orchestra:games` (their hash tag is
+that key's name), so that one script changes them all together, on a Cluster too:
+
+    {orchestra:games}:public        sorted set of the publicly listed game ids, scored as in orchestra:games
+    {orchestra:games}:listing       hash game id -> its listing (what the list shows that never changes)
+    {orchestra:games}:live          set of the ids of live games (created, not yet ended nor deleted)
+    {orchestra:games}:indexed       set of the ids of indexed games (games written before the index are
+                                    not, until indexed: server.engine.listing)
+
 and one pub/sub channel, `orchestra:{<game_id>}:appended` (`...:appended:<db>` on a database other than
 0), on which each append on a standalone Redis publishes the game's new version (nodes' tails wait for
 it; see `server.store.redis._notify`).
@@ -16,6 +25,11 @@ it; see `server.store.redis._notify`).
 from __future__ import annotations
 
 GAMES_KEY = "orchestra:games"
+PUBLIC_KEY = "{orchestra:games}:public"
+LISTING_KEY = "{orchestra:games}:listing"
+LIVE_KEY = "{orchestra:games}:live"
+INDEXED_KEY = "{orchestra:games}:indexed"
+INDEX_KEYS = (GAMES_KEY, PUBLIC_KEY, LISTING_KEY, LIVE_KEY, INDEXED_KEY)
 FIELD = b"e"
 
 
@@ -120,4 +134,51 @@ for i = 1, #KEYS, 3 do
   end
 end
 return results
+"""
+
+# KEYS: INDEX_KEYS. ARGV: game id, score (its creation time in us; '' for its score in orchestra:games, or
+# now when it has none), live ('1' or '0'), the cap on live games (0: none)[, listing] -> 1. A game
+# indexed as live into a store holding the cap already is refused (TOOMANY) and nothing is written.
+# ZADD is the first write: a Redis at `maxmemory` refuses a script's first write that needs memory, so a
+# full Redis refuses the whole index entry. Scores stay strings: a Lua number would lose digits.
+INDEX = """
+local id = ARGV[1]
+local live = ARGV[3] == '1'
+local cap = tonumber(ARGV[4])
+if live and cap > 0 and redis.call('SISMEMBER', KEYS[4], id) == 0 and redis.call('SCARD', KEYS[4]) >= cap then
+  return redis.error_reply('TOOMANY')
+end
+local score = ARGV[2]
+if score == '' then
+  score = redis.call('ZSCORE', KEYS[1], id)
+  if not score then
+    local now = redis.call('TIME')
+    score = now[1] .. string.format('%06d', tonumber(now[2]))
+  end
+end
+redis.call('ZADD', KEYS[1], 'NX', score, id)
+if ARGV[5] then
+  redis.call('ZADD', KEYS[2], 'NX', score, id)
+  redis.call('HSET', KEYS[3], id, ARGV[5])
+end
+if live then redis.call('SADD', KEYS[4], id) else redis.call('SREM', KEYS[4], id) end
+redis.call('SADD', KEYS[5], id)
+return 1
+"""
+
+# KEYS: INDEX_KEYS. ARGV: game id. Removes the game from every part of the index (archiving).
+UNINDEX = """
+redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('HDEL', KEYS[3], ARGV[1])
+redis.call('SREM', KEYS[4], ARGV[1])
+redis.call('SREM', KEYS[5], ARGV[1])
+return 1
+"""
+
+# KEYS: public, listing. ARGV: how many -> {ids newest first, their listings}, read together.
+LISTED = """
+local ids = redis.call('ZREVRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1)
+if #ids == 0 then return {{}, {}} end
+return {ids, redis.call('HMGET', KEYS[2], unpack(ids))}
 """

@@ -1,0 +1,121 @@
+"""The list of public games, read from the store's index, and the backfill of games the index lacks.
+
+A public game is listed at its creation with its listing (its players: what the list shows that never
+changes); its version and whether it has ended come from its newest envelope, read when listed. So
+`GET /games` reads the listed games alone, never a private one, whatever the number of games.
+
+Games written before the index existed (or created by a node of an older version) are indexed by
+`backfill`, which each node runs once it has started: two counts when the index lacks nothing, else a
+read of the first and the newest envelope of each game it lacks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import msgspec
+
+from domain import GameCreated, GameEnded
+from server.engine import envelope
+from server.store import EventStore, Listed, StoreError
+
+log = logging.getLogger(__name__)
+
+# Games read at once by the backfill.
+BACKFILL_BATCH = 64
+
+
+class Listing(msgspec.Struct, frozen=True):
+    """What the index keeps of a public game from its creation on."""
+
+    players: list[str]
+
+
+class GameSummary(msgspec.Struct, frozen=True):
+    """A game in the list of games."""
+
+    game_id: str
+    players: list[str]
+    version: int
+    ended: bool
+
+
+class _Tag(msgspec.Struct):
+    type: str
+
+
+class _Newest(msgspec.Struct):
+    """Of a game's newest envelope, only its event's tag: whether the game has ended. (A tag never
+    changes, so no upcasting is needed; the rest, a whole layout for a new game, is skipped unread.)"""
+
+    event: _Tag
+
+
+_encode = msgspec.json.Encoder().encode
+_decode_listing = msgspec.json.Decoder(Listing).decode
+_decode_newest = msgspec.json.Decoder(_Newest).decode
+_ENDED = GameEnded.__struct_config__.tag
+
+
+def listing_of(players: list[str] | tuple[str, ...]) -> bytes:
+    """The listing of a public game with these players."""
+    return _encode(Listing(list(players)))
+
+
+def summary_of(listed: Listed) -> GameSummary | None:
+    """The summary of a listed game; None when its listing or newest envelope does not decode."""
+    try:
+        players = _decode_listing(listed.listing).players
+        ended = _decode_newest(listed.last.data).event.type == _ENDED
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None  # one damaged game must not hide every other one
+    return GameSummary(listed.game_id, players, listed.last.version, ended)
+
+
+async def summaries(store: EventStore, limit: int) -> list[GameSummary]:
+    """The newest `limit` public games, newest first. Raises: StoreUnavailable."""
+    found = [summary_of(listed) for listed in await store.listed(limit)]
+    return [summary for summary in found if summary is not None]
+
+
+async def backfill(store: EventStore) -> int:
+    """Index every game the store's index lacks; how many were indexed.
+
+    A game that cannot be read is left for the next run. Raises: StoreUnavailable.
+    """
+    missing = await store.unindexed()
+    indexed = 0
+    for start in range(0, len(missing), BACKFILL_BATCH):
+        done = await asyncio.gather(*(_index_one(store, g) for g in missing[start : start + BACKFILL_BATCH]))
+        indexed += sum(done)
+    return indexed
+
+
+async def _index_one(store: EventStore, game_id: str) -> bool:
+    first = await store.read(game_id, 0, 1)
+    newest = await store.read(game_id, max(0, await store.version(game_id) - 1))
+    if not first or not newest:
+        return False  # deleted meanwhile
+    try:
+        created = envelope.decode(first[0].data).event
+        last = envelope.decode(newest[-1].data).event
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        log.warning("game not indexed: unreadable", extra={"game_id": game_id, "error": str(exc)})
+        return False
+    if not isinstance(created, GameCreated):
+        return False
+    listing = listing_of(created.players) if created.spectators == "public" else None
+    await store.index(game_id, listing=listing, live=not isinstance(last, GameEnded))
+    return True
+
+
+async def backfill_logged(store: EventStore) -> None:
+    """`backfill`, logged; a store error is logged too (the next start tries again)."""
+    try:
+        count = await backfill(store)
+    except StoreError as exc:
+        log.warning("games index backfill interrupted", extra={"error": str(exc)})
+        return
+    if count:
+        log.info("games index backfilled", extra={"count": count})
