@@ -453,7 +453,8 @@ export class Connection {
   readonly closed: Promise<CloseInfo>;
   on<K extends keyof ConnectionEvents>(name: K, listener: ConnectionEvents[K]): () => void;
   off<K extends keyof ConnectionEvents>(name: K, listener: ConnectionEvents[K]): void;
-  /** Resolves to the `accepted` frame; rejects with an OrchestraError (its `code`: the wire's). */
+  /** Resolves to the `accepted` frame once its envelopes have been delivered (`view` and `version` hold
+   * them); rejects with an OrchestraError (its `code`: the wire's). */
   place(placement: PlaceFields, options?: { timeout?: number }): Promise<Accepted>;
   endGame(fields?: EndGameFields, options?: { timeout?: number }): Promise<Accepted>;
   /** Any command frame (place() and endGame() say it shorter). */

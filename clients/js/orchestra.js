@@ -266,6 +266,7 @@ export class Connection {
     this._waitForServer = options.waitForServer ?? false;
     this._listeners = new Map();
     this._pending = new Map();
+    this._settling = []; // [accepted frame, resolve]: answered, their events not delivered yet
     this._socket = null;
     this._state = "connecting"; // "open", "resuming", "closed"
     this._held = null; // frames after the first welcome, until the caller had a turn to add listeners
@@ -288,9 +289,10 @@ export class Connection {
     this._listeners.get(name)?.delete(fn);
   }
 
-  /** Send a command frame (an `id` is added when it has none): resolves to its `accepted` frame, rejects
-   * with an OrchestraError whose `code` is the rejection's. Unanswered commands are sent again, with
-   * their ids, after a resume (the server answers an id once). */
+  /** Send a command frame (an `id` is added when it has none): resolves to its `accepted` frame once its
+   * envelopes have been delivered (so `view` and `version` include them), rejects with an OrchestraError
+   * whose `code` is the rejection's. Unanswered commands are sent again, with their ids, after a resume
+   * (the server answers an id once). */
   send(command, { timeout = this._timeout } = {}) {
     if (this._state === "closed") {
       return Promise.reject(new OrchestraError("closed", "the connection is closed"));
@@ -468,8 +470,10 @@ export class Connection {
       if (entry) {
         this._pending.delete(frame.id);
         clearTimeout(entry.timer);
-        if (frame.type === "accepted") entry.resolve(frame);
-        else entry.reject(new OrchestraError(frame.code, frame.message, { frame }));
+        if (frame.type === "rejected") entry.reject(new OrchestraError(frame.code, frame.message, { frame }));
+        else if (frame.version <= this.version) entry.resolve(frame);
+        // The answer may come before the events frame: it resolves once the view holds its events.
+        else this._settling.push([frame, entry.resolve]);
       } else if (frame.type === "rejected") {
         this._emit("rejected", frame);
       }
@@ -506,8 +510,20 @@ export class Connection {
     }
     this.version = fresh[fresh.length - 1].version;
     this._emit("events", fresh, frame);
+    this._settle();
     if (viewChanged) this._emit("view", this.view);
     if (mismatch) this._resync(); // the resume's welcome brings the whole view
+  }
+
+  // Resolve the accepted commands whose envelopes have now been delivered (all of them when closing).
+  _settle(all = false) {
+    if (!this._settling.length) return;
+    const waiting = this._settling;
+    this._settling = [];
+    for (const [frame, resolve] of waiting) {
+      if (all || frame.version <= this.version) resolve(frame);
+      else this._settling.push([frame, resolve]);
+    }
   }
 
   _write(frame) {
@@ -590,6 +606,7 @@ export class Connection {
       entry.reject(new OrchestraError("closed", `the connection closed: ${reason}`, { closeCode: code, closeReason: reason, frame }));
     }
     this._pending.clear();
+    this._settle(true); // accepted, whatever became of their events frame
     this._resolveClosed(info);
     this._emit("close", info);
   }

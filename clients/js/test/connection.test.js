@@ -137,6 +137,8 @@ test("the view stays equal to GET /games/{id} after every event, with deltas and
   try {
     for (const [player, placement] of script(seats)) {
       const accepted = placement === "end" ? await player.endGame() : await player.place(placement);
+      // Resolved once its envelopes were delivered: the player's view already holds them.
+      assert.deepEqual([player.version, player.view.version], [accepted.version, accepted.version]);
       types.add(accepted.events[0].event.type);
       const expected = await getView(url, created.game_id);
       assert.equal(expected.version, accepted.version);
