@@ -35,10 +35,12 @@ STRINGS = {"kind": "repair", "family": "strings"}
 
 
 @contextmanager
-def own_server() -> Iterator[str]:
-    """`orchestra serve` on a free port with its embedded Redis in a temporary directory."""
+def own_server(settings: dict[str, str] | None = None) -> Iterator[str]:
+    """`orchestra serve` on a free port with its embedded Redis in a temporary directory, with `settings`
+    (ORCHESTRA_* variables) if given."""
     with tempfile.TemporaryDirectory() as data:
         env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRA_")}
+        env.update(settings or {})
         env["ORCHESTRA_DATA_DIR"] = data
         process = subprocess.Popen(
             [sys.executable, "-m", "server.ops.cli", "serve", "--port", "0"],

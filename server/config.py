@@ -42,7 +42,7 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     rate_burst: int = 100
     max_connections_per_game: int = 2000
     hello_timeout: float = 10.0
-    queue_limit: int = 1000
+    queue_limit: int = 100
     max_placements: int = 1000
     command_timeout: float = 2.0
     # Two nodes racing for one game each win about half the races, so a command may lose several in a

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import re
 import socket
 import time
@@ -26,6 +27,8 @@ from websockets.exceptions import ConnectionClosed
 
 from orchestra_client import ConnectionRefused, GameClient, get_events, get_view
 from orchestra_client import session as client_session
+from orchestra_client.bots import random_placement, read_layout
+from server.config import Settings
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -288,3 +291,44 @@ async def test_a_resume_refused_as_full_is_retried_until_a_place_frees(
         for client in (ada, ben, squatter):
             if client is not None:
                 await client.close()
+
+
+async def test_at_the_default_queue_limit_a_stalled_reader_of_whole_views_is_closed_within_a_game(
+    start_module_server: Any,
+) -> None:
+    """The default queue limit is reached within a game of the default size (1,000 placements): a client
+    of whole views that stops reading is closed with 1013 once its socket's buffers are full."""
+    server = start_module_server(rate_per_second=100_000, rate_burst=100_000)
+    assert Settings().queue_limit < Settings().max_placements
+    game_id, tokens = await new_game(server.url, ["Ada", "Ben", "Cy", "Dan"])
+    players = [await GameClient.connect(server.url, game_id, token, reconnect=False) for token in tokens]
+    layout = await read_layout(server.url, game_id)
+    parts = urlsplit(server.url)
+    raw = socket.socket()
+    raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    raw.connect((parts.hostname, parts.port))
+    slow = await websockets.connect(
+        ws_url(server.url, game_id), sock=raw, max_queue=1, compression=None, open_timeout=5
+    )
+    rng = random.Random(19)
+    try:
+        await slow.send(json.dumps({"type": "hello", "token": None, "view": "full"}))
+        assert json.loads(await asyncio.wait_for(slow.recv(), 5))["type"] == "welcome"
+        slow.transport.pause_reading()
+        for number in range(Settings().max_placements):
+            frame = {"type": "place", "id": f"p-{number}", **random_placement(layout, rng)}
+            answer = await players[number % 4].send(frame)
+            assert answer["type"] == "accepted", answer
+        slow.transport.resume_reading()
+        received = 0
+        with pytest.raises(ConnectionClosed) as closed:
+            while True:
+                await asyncio.wait_for(slow.recv(), 10)
+                received += 1
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1013
+        assert received < Settings().max_placements
+    finally:
+        await slow.close()
+        for player in players:
+            await player.close()
+    assert_clean_logs(server.logs())

@@ -351,7 +351,7 @@ def test_the_game_covers_every_frame_event_and_rejection_a_client_can_cause(play
         ("PlacedBelowLine", "own_chair"),
         ("PlacedBelowLine", "instrument_holds"),
         ("GameEnded", None),
-    }
+    }, "a new kind of event or reason: have this game make one"
     # All but the store's and a full game's: unavailable, store_full, damaged_game.
     assert set(played.codes) == set(CODES) - {"unavailable", "store_full", "damaged_game"}
     assert {f["type"] for f in played.client_frames if isinstance(f, dict)} == {"hello", "place", "end_game"}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, get_args
 
 import msgspec
 import pytest
@@ -37,11 +37,9 @@ def test_the_root_is_2020_12_with_both_entry_points() -> None:
     assert DOCUMENT["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     assert DOCUMENT["oneOf"] == [{"$ref": "#/$defs/ClientFrame"}, {"$ref": "#/$defs/ServerFrame"}]
     assert "properties" not in DOCUMENT
-    assert [b["$ref"] for b in DEFS["ClientFrame"]["oneOf"]] == [
-        "#/$defs/Hello",
-        "#/$defs/PlaceFrame",
-        "#/$defs/EndGameFrame",
-    ]
+    client = [b["$ref"] for b in DEFS["ClientFrame"]["oneOf"]]
+    assert client == [f"#/$defs/{frame.__name__}" for frame in get_args(frames.ClientFrame)]
+    assert client[:3] == ["#/$defs/Hello", "#/$defs/PlaceFrame", "#/$defs/EndGameFrame"]
     assert [b["$ref"] for b in DEFS["ServerFrame"]["oneOf"]] == [
         f"#/$defs/{name}"
         for name in ("Welcome", "Accepted", "RejectedFrame", "EventsFrame", "DeltaFrame", "HistoryFrame")
@@ -140,3 +138,16 @@ def test_the_envelope_requires_every_field_but_the_signature() -> None:
 
 def test_a_rejection_code_is_one_of_the_codes() -> None:
     assert DEFS["RejectedFrame"]["properties"]["code"] == {"type": "string", "enum": list(CODES)}
+
+
+def test_a_tagged_union_is_named_by_a_member_or_else_stays_inline() -> None:
+    def union(*names: str) -> dict[str, Any]:
+        refs = [{"$ref": f"#/$defs/{name}"} for name in names]
+        return {"anyOf": refs, "discriminator": {"propertyName": "kind", "mapping": {}}}
+
+    unions: dict[str, Any] = {}
+    assert schema._portable(union("A", "B"), unions) == {"oneOf": union("A", "B")["anyOf"]} and unions == {}
+    assert schema._portable(union("ChairSpaceView", "B"), unions) == {"$ref": "#/$defs/SpaceView"}
+    assert unions == {"SpaceView": {"oneOf": union("ChairSpaceView", "B")["anyOf"]}}
+    with pytest.raises(ValueError, match="SpaceView"):
+        schema._portable(union("ChairSpaceView", "C"), unions)
