@@ -9,6 +9,7 @@
 from domain.errors import (
     BadName,
     BadRequest,
+    CannotTakeBack,
     Forbidden,
     GameOver,
     IllegalSpace,
@@ -18,7 +19,7 @@ from domain.errors import (
     StaleVersion,
     UnknownGame,
 )
-from domain.game import Game, Seated, SpaceState, decide, evolve, fold, ranking, scores
+from domain.game import Game, Seated, SpaceState, Undo, decide, evolve, fold, ranking, scores
 from domain.layout import Layout, LayoutError, SpaceDef, parse_layout
 from domain.layouts import BUILTIN_LAYOUTS, STANDARD
 from domain.messages import (
@@ -37,9 +38,11 @@ from domain.messages import (
     Place,
     PlacedBelowLine,
     PlacementEvent,
+    PlacementTakenBack,
     Rank,
     RepairToken,
     Score,
+    TakeBack,
     Token,
 )
 from domain.rules import describe, legal_spaces
@@ -51,6 +54,7 @@ __all__ = [
     "BadRequest",
     "BaseCommand",
     "BaseEvent",
+    "CannotTakeBack",
     "ChairClaimed",
     "ChairStolen",
     "Command",
@@ -72,6 +76,7 @@ __all__ = [
     "Place",
     "PlacedBelowLine",
     "PlacementEvent",
+    "PlacementTakenBack",
     "Rank",
     "Rejected",
     "RepairToken",
@@ -80,7 +85,9 @@ __all__ = [
     "SpaceDef",
     "SpaceState",
     "StaleVersion",
+    "TakeBack",
     "Token",
+    "Undo",
     "UnknownGame",
     "decide",
     "describe",

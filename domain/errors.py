@@ -9,6 +9,7 @@
     ├── StaleVersion         stale_version: the game moved past the command's expected_version
     ├── LimitReached         limit_reached: the game holds its maximum number of placements
     ├── IllegalSpace         illegal_space: a real space where this token may not go
+    ├── CannotTakeBack       cannot_take_back: the game's last event is not this seat's placement
     └── MissingChoice        missing_choice: a choice the placement needs was not made
 
 A rejected command changes nothing. When several reasons apply, the first in the order of protocol.md
@@ -72,6 +73,12 @@ class IllegalSpace(Rejected):
     """The token may not go to that space."""
 
     code = "illegal_space"
+
+
+class CannotTakeBack(Rejected):
+    """Only the seat's own placement may be taken back, and only while it is the game's last event."""
+
+    code = "cannot_take_back"
 
 
 class MissingChoice(Rejected):

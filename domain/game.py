@@ -10,6 +10,7 @@ from msgspec.structs import replace
 
 from domain.errors import (
     BadRequest,
+    CannotTakeBack,
     Forbidden,
     GameOver,
     IllegalSpace,
@@ -33,8 +34,11 @@ from domain.messages import (
     InstrumentToken,
     Place,
     PlacedBelowLine,
+    PlacementEvent,
+    PlacementTakenBack,
     Rank,
     Score,
+    TakeBack,
     Token,
 )
 from domain.names import player_names
@@ -99,6 +103,10 @@ class Game(msgspec.Struct, frozen=True, gc=False):
     """The state of one game, folded from its events. `Game()` is a game not yet created.
 
     Never mutated: `evolve` returns a new Game (the `spaces` dict is copied, never changed in place).
+    `placements` counts the placements and take-backs of the game: what its placement limit bounds.
+    `undo` is there while the last event is a placement: who made it and the state before it, which a
+    take-back restores. Only the last placement can be taken back, so one earlier state is all a game
+    keeps (it shares every space the placement did not touch).
     """
 
     game_id: str = ""
@@ -112,6 +120,15 @@ class Game(msgspec.Struct, frozen=True, gc=False):
     ended: bool = False
     spaces: Mapping[str, SpaceState] = msgspec.field(default_factory=dict)
     resources: tuple[Amounts, ...] = ()
+    undo: Undo | None = None
+
+
+class Undo(msgspec.Struct, frozen=True, gc=False):
+    """The game's last event, while it is a placement: the seat that made it and the state before it
+    (whose own `undo` is always None: a game keeps one earlier state, never a chain)."""
+
+    seat: int
+    before: Game
 
 
 def decide(state: Game, command: Command, layouts: Mapping[str, Layout] = BUILTIN_LAYOUTS) -> list[Event]:
@@ -127,6 +144,8 @@ def decide(state: Game, command: Command, layouts: Mapping[str, Layout] = BUILTI
             return [_place(state, command)]
         case EndGame():
             return [_end(state, command)]
+        case TakeBack():
+            return [_take_back(state, command)]
         case _:
             assert_never(command)
 
@@ -181,7 +200,11 @@ def evolve(state: Game, event: Event) -> Game:
             )
             return _placed(state, version, space_id, held, seat, gained)
         case GameEnded():
-            return replace(state, version=version, ended=True)
+            return replace(state, version=version, ended=True, undo=None)
+        case PlacementTakenBack():
+            if state.undo is None:  # no placement to take back: not a fact `decide` gives; counted only
+                return replace(state, version=version, placements=state.placements + 1)
+            return replace(state.undo.before, version=version, placements=state.placements + 1)
         case _:
             assert_never(event)
 
@@ -191,51 +214,59 @@ def fold(events: Iterable[Event], state: Game | None = None) -> Game:
 
     Replaying a stored game is the hot path of rebuilds and views-at-a-version; building one immutable
     Game per event costs far more than decoding the event, so this keeps local accumulators and freezes
-    them once at the end. A property test holds it equal to `evolve`.
+    them once at the end. A placement is folded in only once the next event is known not to be its
+    take-back (a placement taken back is then never folded in at all), and the last one by `evolve`, so
+    that the state keeps what a take-back needs. A property test holds it equal to `evolve`.
     """
     work = _Work(Game() if state is None else state)
     spaces, resources = work.spaces, work.resources
-    placements = 0
+    counted = 0  # placements and take-backs folded since `work` was made (one version each)
+    pending: PlacementEvent | None = None
     for event in events:
-        if type(event) is PlacedBelowLine:
-            gained = event.consolation
-            placed = _SEATED.get((event.seat, event.token)) or seated(event.seat, event.token)
-            space = spaces[event.space]
-            space.below.append(placed)
-        elif type(event) is ChairClaimed or type(event) is ChairStolen:
-            gained = event.bonus
-            placed = _SEATED.get((event.seat, event.token)) or seated(event.seat, event.token)
-            space = spaces[event.space]
-            if space.rare:
-                space.chairs.append(placed)
+        if pending is not None:
+            if type(event) is PlacementTakenBack:
+                pending = None
+                counted += 2
+                continue
+            placed = _SEATED.get((pending.seat, pending.token)) or seated(pending.seat, pending.token)
+            space = spaces[pending.space]
+            if type(pending) is PlacedBelowLine:
+                gained = pending.consolation
+                space.below.append(placed)
             else:
-                holder = space.chair
-                if holder is not None:
-                    space.below.append(holder)
-                    space.held[holder.seat] -= 1
-                space.chair = placed
-            space.held[placed.seat] += 1
-        elif type(event) is GameCreated:
-            work.placements += placements
-            work.version += placements
-            placements = 0
-            work = _Work(evolve(work.freeze(), event))
-            spaces, resources = work.spaces, work.resources
-            continue
-        else:
+                assert type(pending) is ChairClaimed or type(pending) is ChairStolen
+                gained = pending.bonus
+                if space.rare:
+                    space.chairs.append(placed)
+                else:
+                    holder = space.chair
+                    if holder is not None:
+                        space.below.append(holder)
+                        space.held[holder.seat] -= 1
+                    space.chair = placed
+                space.held[placed.seat] += 1
+            seat = placed.seat
+            if type(placed.token) is not InstrumentToken:
+                space.contest[seat] += 1
+            total = resources[seat]
+            for key in gained:
+                total[key] = total.get(key, 0) + gained[key]
+            counted += 1
+            pending = None
+        if type(event) is PlacedBelowLine or type(event) is ChairClaimed or type(event) is ChairStolen:
+            pending = event
+        elif type(event) is GameEnded:
             work.ended = True
             work.version += 1
-            continue
-        seat = placed.seat
-        if type(placed.token) is not InstrumentToken:
-            space.contest[seat] += 1
-        total = resources[seat]
-        for key in gained:
-            total[key] = total.get(key, 0) + gained[key]
-        placements += 1
-    work.placements += placements
-    work.version += placements
-    return work.freeze()
+        else:
+            # GameCreated, or a take-back whose placement came before these events: rare, so by evolve.
+            work.count(counted)
+            counted = 0
+            work = _Work(evolve(work.freeze(), event))
+            spaces, resources = work.spaces, work.resources
+    work.count(counted)
+    game = work.freeze()
+    return game if pending is None else evolve(game, pending)
 
 
 class _Space:
@@ -271,7 +302,17 @@ class _Work:
         self.spaces = {space_id: _Space(held) for space_id, held in game.spaces.items()}
         self.resources = [dict(amounts) for amounts in game.resources]
 
+    def count(self, placements: int) -> None:
+        """Count placements and take-backs folded in, one version each."""
+        self.placements += placements
+        self.version += placements
+
     def freeze(self) -> Game:
+        """The state folded so far: the game it began with when nothing was folded, else a new Game
+        whose last event was folded here, so no placement of it can be taken back (`fold` leaves its last
+        placement to `evolve`)."""
+        if self.version == self.game.version:
+            return self.game
         return replace(
             self.game,
             version=self.version,
@@ -279,6 +320,7 @@ class _Work:
             ended=self.ended,
             spaces={space_id: space.freeze() for space_id, space in self.spaces.items()},
             resources=tuple(canonical(amounts) for amounts in self.resources),
+            undo=None,
         )
 
 
@@ -402,6 +444,28 @@ def _resolve(state: Game, space: SpaceDef, command: Place) -> Event:
     )
 
 
+def _take_back(state: Game, command: TakeBack) -> PlacementTakenBack:
+    _created(state)
+    # Access, then the game, then the rule (protocol.md's order), as for a placement.
+    _check_seat(state, command.seat)
+    _check_game(state, command.expected_version)
+    if state.placements >= state.max_placements:
+        # A take-back counts as a placement: placing and taking back cannot grow a stream without bound.
+        raise LimitReached(f"the game holds its maximum of {state.max_placements} placements")
+    undo = state.undo
+    if undo is None:
+        raise CannotTakeBack(
+            f"the game's last event (version {state.version}) is not a placement: only a placement that "
+            "is still the game's last event can be taken back"
+        )
+    if undo.seat != command.seat:
+        raise CannotTakeBack(
+            f"the game's last placement (version {state.version}) is seat {undo.seat}'s: only your own "
+            "placement can be taken back"
+        )
+    return PlacementTakenBack(seat=command.seat, version=state.version)
+
+
 def _end(state: Game, command: EndGame) -> GameEnded:
     _created(state)
     _check_seat(state, command.seat)
@@ -449,10 +513,12 @@ def _bump(counts: tuple[int, ...], seat: int, by: int) -> tuple[int, ...]:
 def _placed(state: Game, version: int, space_id: str, held: SpaceState, seat: int, gained: Amounts) -> Game:
     resources = list(state.resources)
     resources[seat] = add(resources[seat], gained)
+    before = state if state.undo is None else replace(state, undo=None)
     return replace(
         state,
         version=version,
         placements=state.placements + 1,
         spaces={**state.spaces, space_id: held},
         resources=tuple(resources),
+        undo=Undo(seat, before),
     )

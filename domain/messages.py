@@ -103,7 +103,18 @@ class EndGame(BaseCommand, frozen=True, tag="end_game"):
         patterns.check_end(self.id, patterns.COMMAND_ID, "$.id")
 
 
-Command = CreateGame | Place | EndGame
+class TakeBack(BaseCommand, frozen=True, tag="take_back"):
+    """Take back the seat's own placement while it is the game's last event (a table rule of this server)."""
+
+    seat: Seat
+    id: CommandId
+    expected_version: Annotated[int, msgspec.Meta(ge=0)] | None = None
+
+    def __post_init__(self) -> None:
+        patterns.check_end(self.id, patterns.COMMAND_ID, "$.id")
+
+
+Command = CreateGame | Place | EndGame | TakeBack
 
 
 # Events ----------------------------------------------------------------------------------------------
@@ -181,5 +192,14 @@ class GameEnded(BaseEvent, frozen=True, tag="GameEnded"):
     ranking: tuple[Rank, ...]
 
 
-Event = GameCreated | ChairClaimed | ChairStolen | PlacedBelowLine | GameEnded
+class PlacementTakenBack(BaseEvent, frozen=True, tag="PlacementTakenBack"):
+    """The seat took back its placement of `version`, the event just before this one: the game is again
+    exactly as it was before that placement (only the version and the count the placement limit reads
+    go on)."""
+
+    seat: int
+    version: int
+
+
+Event = GameCreated | ChairClaimed | ChairStolen | PlacedBelowLine | GameEnded | PlacementTakenBack
 PlacementEvent = ChairClaimed | ChairStolen | PlacedBelowLine

@@ -22,6 +22,7 @@ CODES: tuple[str, ...] = (
     "limit_reached",
     # The rule, then the choices.
     "illegal_space",
+    "cannot_take_back",
     "missing_choice",
     # The server and its store.
     "unavailable",
