@@ -1,4 +1,4 @@
-"""Player names (domain.names): trimmed and NFC, 1 to 32 characters, nothing invisible, unique ignoring case."""
+"""Player names (domain.names): trimmed, NFC, 1 to 32 characters, nothing invisible, unique ignoring case."""
 
 from __future__ import annotations
 
