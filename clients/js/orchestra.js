@@ -184,8 +184,8 @@ function changedScore(score, change, spaces) {
   const counts = new Map();
   for (const id of score.chairs) counts.set(id, (counts.get(id) ?? 0) + 1);
   for (const [id, count] of Object.entries(change.held ?? {})) counts.set(id, count);
-  for (const id of counts.keys()) {
-    if (!(id in spaces)) throw new DeltaMismatch(`seat ${change.seat}: a chair at a space the view held does not have`);
+  for (const [id, count] of counts) {
+    if (count > 0 && !(id in spaces)) throw new DeltaMismatch(`seat ${change.seat}: a chair at a space the view held does not have`);
   }
   const chairs = [];
   for (const id of Object.keys(spaces)) {
