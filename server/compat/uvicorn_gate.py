@@ -47,6 +47,8 @@ _HOOKS = ("on_headers_complete", "on_message_complete", "on_response_complete")
 _CALLED = ("connection_made", "data_received", "eof_received", "connection_lost", "pause_writing")
 _CONSTRUCTOR = ("config", "server_state", "app_state", "_loop")
 _HEAD_END = b"\r\n\r\n"
+# What the transport calls on the websocket protocol itself once a connection is handed over.
+_HANDED = ("data_received", "eof_received", "pause_writing", "resume_writing")
 _BODY = b"request head too large\n"
 TOO_LARGE = (
     b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: text/plain; charset=utf-8\r\n"
@@ -76,8 +78,8 @@ def missing(protocol: type = HttpToolsProtocol) -> list[str]:
 
 class _TransportView:
     """The transport as the HTTP protocol, and after an upgrade the websocket protocol, sees it: the
-    transport's own methods (bound once, so writes cost what they did), but `set_protocol` hands the
-    connection to the new protocol through the gate."""
+    transport's own methods (the ones in constant use bound once, so writes cost what they did), but
+    `set_protocol` hands the connection to the new protocol through the gate."""
 
     __slots__ = (
         "_gate",
@@ -86,49 +88,26 @@ class _TransportView:
         "writelines",
         "is_closing",
         "close",
-        "abort",
-        "get_extra_info",
         "pause_reading",
         "resume_reading",
-        "is_reading",
-        "write_eof",
-        "can_write_eof",
-        "get_write_buffer_size",
-        "get_write_buffer_limits",
-        "set_write_buffer_limits",
     )
     write: Callable[[Any], None]
     writelines: Callable[[Any], None]
     is_closing: Callable[[], bool]
     close: Callable[[], None]
-    abort: Callable[[], None]
-    get_extra_info: Callable[..., Any]
     pause_reading: Callable[[], None]
     resume_reading: Callable[[], None]
-    is_reading: Callable[[], bool]
-    write_eof: Callable[[], None]
-    can_write_eof: Callable[[], bool]
-    get_write_buffer_size: Callable[[], int]
-    get_write_buffer_limits: Callable[[], tuple[int, int]]
-    set_write_buffer_limits: Callable[..., None]
 
     def __init__(self, transport: asyncio.Transport, gate: GatedHttpProtocol) -> None:
         self._gate = gate
         self._transport = transport
+        # What the protocols call on every connection or every frame; the rest is looked up on demand.
         self.write = transport.write
         self.writelines = transport.writelines
         self.is_closing = transport.is_closing
         self.close = transport.close
-        self.abort = transport.abort
-        self.get_extra_info = transport.get_extra_info
         self.pause_reading = transport.pause_reading
         self.resume_reading = transport.resume_reading
-        self.is_reading = transport.is_reading
-        self.write_eof = transport.write_eof
-        self.can_write_eof = transport.can_write_eof
-        self.get_write_buffer_size = transport.get_write_buffer_size
-        self.get_write_buffer_limits = transport.get_write_buffer_limits
-        self.set_write_buffer_limits = transport.set_write_buffer_limits
 
     def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
         self._gate.hand_over(cast(asyncio.Protocol, protocol))
@@ -235,7 +214,13 @@ class GatedHttpProtocol(asyncio.Protocol):
         self.address = None
         self._disarm()
         self.limits.release(address)
-        self.inner.connection_lost(exc)
+        inner = self.inner
+        # The gate, its protocol and the transport's view refer to one another: undone here, they are
+        # freed as soon as they close rather than left for the garbage collector to find.
+        self.inner = cast(asyncio.Protocol, None)
+        for name in _HANDED:
+            vars(self).pop(name, None)
+        inner.connection_lost(exc)
 
     def pause_writing(self) -> None:
         self.inner.pause_writing()
@@ -269,12 +254,7 @@ class GatedHttpProtocol(asyncio.Protocol):
         self.inner = protocol
         # Instance attributes shadow this class's methods, and the transport looks the protocol's
         # data_received up again when it is set: data goes to the websocket protocol with no call between.
-        vars(self).update(
-            data_received=protocol.data_received,
-            eof_received=protocol.eof_received,
-            pause_writing=protocol.pause_writing,
-            resume_writing=protocol.resume_writing,
-        )
+        vars(self).update({name: getattr(protocol, name) for name in _HANDED})
         self.transport.set_protocol(self)
 
     # Deadlines and refusals.

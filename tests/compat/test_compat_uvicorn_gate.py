@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
+import weakref
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -322,6 +324,41 @@ async def test_connections_over_the_limits_are_closed_at_once_and_their_slots_co
         await settled(lambda: counts.open == 0)
     assert counts.refused["per_address"] == 1 and counts.refused["global"] == 1
     assert counts.by_address == {}
+
+
+class TrackingGate(GatedHttpProtocol):
+    """The gate, keeping weak references to itself and its HTTP protocol."""
+
+    made: list[weakref.ref[Any]] = []
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        TrackingGate.made += [weakref.ref(self), weakref.ref(self.inner)]
+
+
+async def test_a_closed_connections_gate_and_protocol_are_freed_without_the_garbage_collector() -> None:
+    """Under a flood of short connections, garbage left for the collector is collected in pauses that
+    grow with every connection still open: the gate leaves none."""
+    counts = limits()
+    gate = type("Gate", (TrackingGate,), {"limits": counts})
+    async with serving(counts, gate) as (_, port):
+        gc.collect()
+        gc.disable()
+        try:
+            for path in ("/answered", "/refuse"):
+                client = await Raw.open(port)
+                await client.send(get(path, connection="close"))
+                await client.response()
+                assert await client.closed_within(1)
+            timed_out = await Raw.open(port)
+            await timed_out.send(b"GET / HTTP/1.1\r\n")
+            assert await timed_out.closed_within(TIMEOUT * 5)
+            await settled(lambda: counts.open == 0)
+            await asyncio.sleep(0.1)
+            assert len(TrackingGate.made) == 6
+            assert [ref() for ref in TrackingGate.made] == [None] * 6
+        finally:
+            gc.enable()
 
 
 def test_the_gate_is_a_class_uvicorn_can_build() -> None:
