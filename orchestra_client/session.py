@@ -42,13 +42,15 @@ class ConnectionRefused(Exception):
 
 
 class DeltaMismatch(ValueError):
-    """A `view_delta` does not apply to the view held (an addition starts past or before its list's end,
-    or names a space or seat the view does not have)."""
+    """A `view_delta` does not apply to the view held (an addition starts past its list's end, or names a
+    space or seat the view does not have)."""
 
 
 def apply_delta(view: Json, delta: Json) -> Json:
-    """The view after a `view_delta`: `spaces` replaced whole, `added` appended, `score_changes` applied
-    (each seat's `chairs` rebuilt from its counts, in the view's space order), `version` and `ended` its.
+    """The view after a `view_delta`: `spaces` replaced whole; for each space of `added`, its list cut to
+    the index the addition starts at (shorter only after a take-back), the addition's tokens appended
+    and its chair set; `score_changes` applied (each seat's `chairs` rebuilt from its counts, in the
+    view's space order); `version` and `ended` its.
 
     Raises DeltaMismatch when the delta does not fit the view held.
     """
@@ -57,9 +59,9 @@ def apply_delta(view: Json, delta: Json) -> Json:
         space = spaces.get(space_id)
         field = "below" if addition["kind"] == "standard" else "chairs"
         start = addition[f"{field}_from"]
-        if space is None or space.get("kind") != addition["kind"] or len(space[field]) != start:
-            raise DeltaMismatch(f"{space_id}: the delta does not extend the view held")
-        extended = {**space, field: [*space[field], *addition[field]]}
+        if space is None or space.get("kind") != addition["kind"] or len(space[field]) < start:
+            raise DeltaMismatch(f"{space_id}: the delta does not fit the view held")
+        extended = {**space, field: [*space[field][:start], *addition[field]]}
         if field == "below":
             extended["chair"] = addition["chair"]
         spaces[space_id] = extended

@@ -19,6 +19,7 @@ from domain import (
     Game,
     GameCreated,
     GameEnded,
+    PlacementTakenBack,
     Score,
     Seated,
     SpaceState,
@@ -86,6 +87,14 @@ def apply(board: Board, event: Event) -> Board:
         return Board(game, render(game))
     if isinstance(event, GameEnded):
         return Board(game, replace(view, version=game.version, ended=True))
+    if isinstance(event, PlacementTakenBack):
+        # The state before the placement is back: the spaces whose state changed are rendered again.
+        before = board.game.spaces
+        spaces = {
+            space_id: space if game.spaces[space_id] is before[space_id] else _rerender(game, space_id, space)
+            for space_id, space in view.spaces.items()
+        }
+        return Board(game, replace(view, version=game.version, spaces=spaces, scores=scores(game)))
     # A placement: one space changed, and the scores.
     space = event.space
     kind: Literal["standard", "rare"] = (
@@ -133,6 +142,10 @@ def render(game: Game) -> View:
 def view_at(events: Iterable[Event], version: int) -> View:
     """The view as it was after event number `version` (GameCreated is version 1)."""
     return project(islice(events, max(0, version))).view
+
+
+def _rerender(game: Game, space_id: str, space: SpaceView) -> SpaceView:
+    return _render_space(game.spaces[space_id], "rare" if isinstance(space, RareSpaceView) else "standard")
 
 
 def _render_space(held: SpaceState, kind: Literal["standard", "rare"]) -> SpaceView:

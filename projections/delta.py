@@ -1,12 +1,12 @@
 """What changed between two views, as a live frame's `view_delta` carries it (protocol.md).
 
-A placement only ever adds to a space: a token goes below the line, takes the First Chair (the holder
-going below the line), or joins a rare space's chairs. So a space's change is its new chair and the
-tokens appended to its lists, whose size does not grow with the game, where the space itself does (a
-long game's spaces hold hundreds of tokens). Each addition names the index its tokens start at, so a
-client can tell that it applies to the space it holds. Likewise a seat's score travels as its new
-prestige and resources and the chair counts that moved, never as its list of chairs (which grows with
-the rare chairs it holds)."""
+A placement only adds to the end of a space: a token goes below the line, takes the First Chair (the
+holder going below the line), or joins a rare space's chairs; a take-back removes from the end what its
+placement added and puts the chair back. So a space's change is its chair and the end of its list from
+an index on: the list is cut to that index, then the new tokens follow (none for a take-back). Its size
+does not grow with the game, where the space itself does (a long game's spaces hold hundreds of tokens).
+Likewise a seat's score travels as its new prestige and resources and the chair counts that moved,
+never as its list of chairs (which grows with the rare chairs it holds)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,9 @@ from projections.board import ChairSpaceView, RareSpaceView, SpaceView, View
 
 
 class ChairSpaceAdded(msgspec.Struct, frozen=True, gc=False, tag_field="kind", tag="standard"):
-    """A standard or Violin space's First Chair, and its tokens below the line from `below_from` on."""
+    """A standard or Violin space's First Chair, and its tokens below the line from `below_from` on: the
+    list held is cut to `below_from` tokens (all of them unless something was taken back), then `below`
+    follows."""
 
     chair: Seated | None
     below_from: int
@@ -26,7 +28,8 @@ class ChairSpaceAdded(msgspec.Struct, frozen=True, gc=False, tag_field="kind", t
 
 
 class RareSpaceAdded(msgspec.Struct, frozen=True, gc=False, tag_field="kind", tag="rare"):
-    """A rare space's First Chairs from `chairs_from` on."""
+    """A rare space's First Chairs from `chairs_from` on: the list held is cut to `chairs_from` chairs,
+    then `chairs` follows."""
 
     chairs_from: int
     chairs: tuple[Seated, ...]
@@ -46,8 +49,9 @@ class ScoreChange(msgspec.Struct, frozen=True, gc=False):
 
 
 class ViewDelta(msgspec.Struct, frozen=True, gc=False):
-    """A live frame's `view_delta`: what each changed space gained (`added`), any space that changed
-    otherwise, whole (`spaces`), and the seats whose scores changed (`score_changes`)."""
+    """A live frame's `view_delta`: each changed space's chair and the end of its list (`added`), a space
+    the view held did not have or had of another kind, whole (`spaces`), and the seats whose scores
+    changed (`score_changes`)."""
 
     version: int
     ended: bool
@@ -57,24 +61,38 @@ class ViewDelta(msgspec.Struct, frozen=True, gc=False):
 
 
 def added(before: SpaceView | None, after: SpaceView) -> SpaceAdded | None:
-    """What `after` adds to `before`; None when it is not an addition (a new space, any other change)."""
+    """What turns `before` into `after`: the chair, and the end of the list from where the two part; None
+    when `before` is not a space of the same kind (the space goes whole)."""
     if isinstance(after, ChairSpaceView):
         if isinstance(before, ChairSpaceView):
-            kept = len(before.below)
-            # Identity first, element by element: placed tokens are shared values, so this is cheap.
-            if after.below[:kept] == before.below:
-                return ChairSpaceAdded(after.chair, kept, after.below[kept:])
+            kept = _kept(before.below, after.below)
+            return ChairSpaceAdded(after.chair, kept, after.below[kept:])
         return None
     if isinstance(before, RareSpaceView):
-        kept = len(before.chairs)
-        if after.chairs[:kept] == before.chairs:
-            return RareSpaceAdded(kept, after.chairs[kept:])
+        kept = _kept(before.chairs, after.chairs)
+        return RareSpaceAdded(kept, after.chairs[kept:])
     return None
 
 
+def _kept(before: tuple[Seated, ...], after: tuple[Seated, ...]) -> int:
+    """How many tokens at the start of `before` `after` keeps.
+
+    Tuples compare identity first, element by element, and placed tokens are shared values: the two
+    common cases (tokens added at the end, tokens taken from it) cost a pass in C; only a mix of both
+    in one frame walks the lists here.
+    """
+    kept = len(before)
+    if after[:kept] == before:
+        return kept
+    if before[: len(after)] == after:
+        return len(after)
+    # Neither is the start of the other: they part within the shorter one.
+    return next(index for index, (old, new) in enumerate(zip(before, after, strict=False)) if old != new)
+
+
 def view_delta(before: View, after: View) -> ViewDelta:
-    """What changed from `before` to `after` (two views of one game): the spaces' additions (or the
-    spaces whole when a change is not one) and the changed scores.
+    """What changed from `before` to `after` (two views of one game): each changed space's chair and list
+    end (the space whole when `before` has no such space) and the changed scores.
 
     Unchanged spaces are the same objects in both views (a placement renders only its own space again),
     so most are passed over by identity; a space rendered again without a change adds nothing.
@@ -109,8 +127,17 @@ def view_delta(before: View, after: View) -> ViewDelta:
 
 def _adds_nothing(before: SpaceView | None, addition: SpaceAdded) -> bool:
     if isinstance(addition, RareSpaceAdded):
-        return not addition.chairs
-    return not addition.below and isinstance(before, ChairSpaceView) and addition.chair == before.chair
+        return (
+            not addition.chairs
+            and isinstance(before, RareSpaceView)
+            and addition.chairs_from == len(before.chairs)
+        )
+    return (
+        not addition.below
+        and isinstance(before, ChairSpaceView)
+        and addition.below_from == len(before.below)
+        and addition.chair == before.chair
+    )
 
 
 def _held(before: Score | None, after: Score, changed: list[str]) -> dict[str, int]:

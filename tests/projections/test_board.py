@@ -8,6 +8,7 @@ from typing import Any
 
 import msgspec
 import pytest
+from msgspec.structs import replace
 
 import domain
 from domain import (
@@ -18,9 +19,11 @@ from domain import (
     InstrumentToken,
     PerformanceToken,
     Place,
+    PlacementTakenBack,
     RepairToken,
     Score,
     Seated,
+    TakeBack,
     Token,
     decide,
     evolve,
@@ -191,6 +194,32 @@ def test_space_views_are_tagged_by_their_kind(kind: str) -> None:
     rare_ids = {s.id for s in STANDARD.spaces if s.rare}
     for space_id, space in wire["spaces"].items():
         assert (space["kind"] == "rare") is (space_id in rare_ids)
+
+
+@pytest.mark.parametrize(
+    "count", [pytest.param(count, id=f"after-{count}-placements") for count in range(1, 8)]
+)
+def test_after_a_take_back_the_view_is_the_view_before_the_placement(count: int) -> None:
+    """Whichever placement of GAME is taken back (a claim, a steal, a token below, a rare chair)."""
+    before = project(GAME[:count])
+    placed = apply(before, GAME[count])
+    seat = GAME[count].seat  # type: ignore[union-attr]
+    (taken,) = decide(placed.game, TakeBack(seat=seat, id="t"))
+    after = apply(placed, taken)
+    assert after.view == replace(before.view, version=before.version + 2)
+    assert after.view == render(after.game)
+    # Spaces the placement did not touch are the same objects throughout.
+    changed = [s for s in after.view.spaces if after.view.spaces[s] is not placed.view.spaces[s]]
+    assert changed == [GAME[count].space]  # type: ignore[union-attr]
+    assert project([*GAME[: count + 1], taken]) == after
+
+
+def test_a_take_back_with_nothing_to_take_back_changes_no_space() -> None:
+    placed = project(GAME[:3])
+    board = apply(placed, decide(placed.game, TakeBack(seat=BEN, id="t"))[0])
+    after = apply(board, PlacementTakenBack(seat=BEN, version=3))
+    assert after.view == replace(board.view, version=5)
+    assert all(after.view.spaces[s] is board.view.spaces[s] for s in board.view.spaces)
 
 
 def test_apply_fails_loudly_on_something_that_is_not_an_event() -> None:
