@@ -1,13 +1,17 @@
-"""Archiving a finished game: export its envelopes to NDJSON, verify the file, then delete the stream.
+"""Archiving a finished game: fence it, export its envelopes to NDJSON, verify the file, then delete it.
 
-The stream is deleted only after the file on disk is read back and found byte-identical to the stream and
-valid (signatures, hash chain, versions, rules): an archive that cannot be read back never costs a game.
+The game is fenced first: from then on its commands are refused (`archiving`), so nothing can be accepted
+that the file would miss. The stream is deleted only after the file on disk is read back and found
+byte-identical to the stream and valid (signatures, hash chain, versions, rules), and only if the game is
+still at the archived version, in one atomic step: an archive never costs a game or an acknowledged
+command. An archive that fails lifts the fence.
 The file holds the stored bytes, signatures included, so it verifies offline (`orchestra verify --file`),
 and, when this machine has the signing key, a signed trailer stating its last version.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -19,7 +23,7 @@ from server.engine import envelope
 from server.engine.signing import Keyring, Signer
 from server.engine.trailer import trailer_line
 from server.ops.verify import verify
-from server.store import EventStore
+from server.store import ConcurrencyConflict, EventStore, StoreError
 
 
 class ArchiveError(Exception):
@@ -51,6 +55,29 @@ async def archive(
 
     Raises: ArchiveError (unknown or unfinished game, a file that does not verify), StoreUnavailable.
     """
+    if not await store.fence(game_id):
+        raise ArchiveError(f"no game {game_id!r}")
+    try:
+        archived = await _export_and_delete(
+            store, game_id, path, keys=keys, signer=signer, force=force, allow_unsigned=allow_unsigned
+        )
+    except BaseException:
+        with contextlib.suppress(StoreError):
+            await store.unfence(game_id)
+        raise
+    return archived
+
+
+async def _export_and_delete(
+    store: EventStore,
+    game_id: str,
+    path: Path,
+    *,
+    keys: Keyring,
+    signer: Signer | None,
+    force: bool,
+    allow_unsigned: bool,
+) -> Archived:
     records = await store.read(game_id)
     if not records:
         raise ArchiveError(f"no game {game_id!r}")
@@ -72,8 +99,9 @@ async def archive(
     report = verify(lines, keys=keys, game_id=game_id, allow_unsigned=allow_unsigned, complete=not force)
     if not report.ok:
         raise ArchiveError(f"the stream does not verify at version {report.bad_version}: {report.problem}")
-    # A command racing the archive could add a version after the read: delete only what was archived.
-    if await store.version(game_id) != len(records):
-        raise ArchiveError(f"game {game_id!r} moved on during the export; the game was kept")
-    await store.delete(game_id)
+    # The fence stops every later append; deleting only at the archived version, atomically, makes sure.
+    try:
+        await store.delete(game_id, len(records))
+    except ConcurrencyConflict:
+        raise ArchiveError(f"game {game_id!r} moved on during the export; the game was kept") from None
     return Archived(game_id=game_id, path=str(path), envelopes=len(records), bytes=len(data))

@@ -28,6 +28,7 @@ CODES: tuple[str, ...] = (
     "unavailable",
     "store_full",
     "damaged_game",
+    "archiving",
 )
 # Codes only an HTTP error carries.
 HTTP_ONLY: tuple[str, ...] = ("too_many_games",)

@@ -38,7 +38,7 @@ from server.protocol.frames import (
     says_hello,
 )
 from server.protocol.limits import TokenBucket
-from server.store import StoreFull, UnreadableGame
+from server.store import GameFenced, StoreFull, UnreadableGame
 
 POLICY = 1008
 TOO_SLOW = 1013
@@ -245,14 +245,18 @@ class Session:
         return Send(encode(Accepted(id=command_id, version=version, events=events)))
 
     def refused(self, command_id: str, error: Exception, version: int) -> Send:
-        """The answer to a command that was not written: the rule's rejection, `store_full` when the store
-        refused the write for want of room, or `unavailable` when the store did not answer (the command
-        may have been written: retry with the same id)."""
+        """The answer to a command that was not written: the rule's rejection; `damaged_game`, `archiving`
+        or `store_full` when the store refused it (a damaged history, a game being archived, no room); or
+        `unavailable` when the store did not answer (the command may have been written: retry with the
+        same id)."""
         self.version = version
         if isinstance(error, Rejected):
             return Send(rejected(command_id, error.code, error.message, version), error.code)
         if isinstance(error, UnreadableGame):
             return Send(rejected(command_id, "damaged_game", str(error), version), "damaged_game")
+        if isinstance(error, GameFenced):
+            message = "the game is being archived: it takes no more commands"
+            return Send(rejected(command_id, "archiving", message, version), "archiving")
         if isinstance(error, StoreFull):
             message = "the event store is full; the command was not written"
             return Send(rejected(command_id, "store_full", message, version), "store_full")

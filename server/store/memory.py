@@ -15,6 +15,7 @@ from server.store import (
     ConcurrencyConflict,
     Current,
     GameExists,
+    GameFenced,
     GameNotFound,
     Known,
     Listed,
@@ -24,12 +25,13 @@ from server.store import (
 
 
 class _Game:
-    __slots__ = ("credentials", "commands", "envelopes")
+    __slots__ = ("credentials", "commands", "envelopes", "fenced")
 
     def __init__(self, first: bytes, credentials: Mapping[str, str]) -> None:
         self.envelopes = [first]
         self.credentials = dict(credentials)
         self.commands: dict[str, Appended] = {}
+        self.fenced = False
 
 
 class MemoryEventStore:
@@ -86,6 +88,8 @@ class MemoryEventStore:
         seen = game.commands.get(command_key)
         if seen is not None:
             return Appended(seen.first, seen.last, duplicate=True)
+        if game.fenced:
+            raise GameFenced(f"game {game_id!r} is being archived: it takes no more commands")
         if len(game.envelopes) != expected:
             raise ConcurrencyConflict(game_id, expected, len(game.envelopes))
         game.envelopes.extend(bytes(data) for data in envelopes)
@@ -105,6 +109,20 @@ class MemoryEventStore:
             except StoreError as exc:
                 results.append(exc)
         return results
+
+    async def fence(self, game_id: str) -> int:
+        """Stop the game taking appends; its version (0: unknown game)."""
+        game = self._games.get(game_id)
+        if game is None:
+            return 0
+        game.fenced = True
+        return len(game.envelopes)
+
+    async def unfence(self, game_id: str) -> None:
+        """Let a fenced game take appends again."""
+        game = self._games.get(game_id)
+        if game is not None:
+            game.fenced = False
 
     async def outcome(self, game_id: str, command_key: str) -> Appended | None:
         """The recorded outcome of an accepted command key (duplicate=True), or None."""
@@ -154,8 +172,16 @@ class MemoryEventStore:
         """Ids of every game created, oldest first (dicts keep insertion order)."""
         return list(self._games)
 
-    async def delete(self, game_id: str) -> None:
-        """Forget a game, and its index entries."""
+    async def delete(self, game_id: str, version: int | None = None) -> None:
+        """Forget a game (with `version`, only if it is at that version), and its index entries.
+
+        Raises: ConcurrencyConflict.
+        """
+        if version is not None:
+            game = self._games.get(game_id)
+            actual = 0 if game is None else len(game.envelopes)
+            if actual != version:
+                raise ConcurrencyConflict(game_id, version, actual)
         self._games.pop(game_id, None)
         self._changed.pop(game_id, None)
         self._listed.pop(game_id, None)

@@ -78,6 +78,10 @@ class TooManyGames(StoreError):
     """The store holds its maximum of live games: no game is created until one ends or is archived."""
 
 
+class GameFenced(StoreError):
+    """The game is being archived: it takes no more commands (nothing was written)."""
+
+
 class Listed(msgspec.Struct, frozen=True):
     """A publicly listed game: its id, the listing it was created with, and its newest record."""
 
@@ -169,11 +173,22 @@ class EventStore(Protocol):
     async def games(self) -> list[str]:
         """Ids of every game created, oldest first. Raises: StoreUnavailable."""
 
-    async def delete(self, game_id: str) -> None:
-        """Remove a game's stream, credentials and command records (archiving), and its index entries.
+    async def delete(self, game_id: str, version: int | None = None) -> None:
+        """Remove a game's stream, credentials and command records (archiving), and its index entries;
+        with `version`, only if the game is still at that version, in one atomic step.
+
+        Raises: ConcurrencyConflict (the game is not at `version`; nothing was removed), StoreUnavailable.
+        """
+
+    async def fence(self, game_id: str) -> int:
+        """Stop the game taking appends (each then fails with GameFenced; a repeat of an accepted command
+        still gets its outcome); its version, 0 for an unknown game (nothing fenced).
 
         Raises: StoreUnavailable.
         """
+
+    async def unfence(self, game_id: str) -> None:
+        """Let a fenced game take appends again. Raises: StoreUnavailable."""
 
     async def listed(self, limit: int) -> list[Listed]:
         """The newest `limit` listed games, newest first, each with its newest record; a listed game

@@ -32,7 +32,7 @@ from server.protocol.session import (
     Submit,
     close_reason,
 )
-from server.store import StoreError, StoreFull, UnreadableGame
+from server.store import GameFenced, StoreError, StoreFull, UnreadableGame
 from server.web.context import Context
 
 log = logging.getLogger(__name__)
@@ -193,6 +193,8 @@ def _submit(
             log.info("command rejected", extra={**extra, "code": code, "version": game.version})
         elif isinstance(result, StoreFull):  # the store answered: not an outage, but an operator must act
             log.warning("command refused: the store is full", extra={**extra, "version": game.version})
+        elif isinstance(result, GameFenced):
+            log.info("command refused: the game is being archived", extra={**extra, "version": game.version})
         elif isinstance(result, UnreadableGame):  # logged once per game and version by the node
             log.info("command refused: damaged game", extra={**extra, "version": game.version})
         else:

@@ -109,3 +109,66 @@ async def test_archive_refuses_a_game_that_has_not_ended_and_keeps_it(
     )
     assert refused.returncode == 1 and "has not ended" in refused.stderr
     assert len(await get_events(server.url, game_id)) == 1
+
+
+async def _play_until_refused(client: GameClient, accepted: list[int], refusals: list[str]) -> None:
+    """Place until a placement is refused; the versions accepted and the refusal's code."""
+    spaces = ["violin_bc", "viola", "violin_cr", "clarinet", "timpani"]
+    for n in range(200):
+        answer = await client.place(PERF, spaces[n % len(spaces)], id=f"t{client.seat}-{n}")
+        if answer["type"] != "accepted":
+            refusals.append(answer["code"])
+            return
+        accepted.append(answer["version"])
+
+
+async def test_archive_force_fences_the_game_so_no_acknowledged_command_is_lost(
+    server: Any, redis_url: str, tmp_path: Path
+) -> None:
+    # archive --force of a game in play: every command accepted is in the file, and every command after
+    # the fence is refused `archiving` (then `unknown_game` once the game is gone); none is lost.
+    from server.config import from_env
+    from server.ops import signing_keys
+    from server.ops.archive import archive
+    from server.store.redis import RedisEventStore
+
+    settings = from_env({}, data_dir=str(server.directory / "var"))
+    keys = signing_keys.keyring(settings, signing_keys.load_signer(settings, create=False))
+    store = await RedisEventStore.from_url(redis_url)
+    try:
+        for trial in range(8):
+            game_id, tokens = await new_game(server.url, ["Ada", "Ben"])
+            accepted: list[int] = []
+            refusals: list[str] = []
+            clients = [await GameClient.connect(server.url, game_id, t, reconnect=False) for t in tokens]
+
+            playing = [asyncio.create_task(_play_until_refused(c, accepted, refusals)) for c in clients]
+            await asyncio.sleep(0.05 + 0.02 * trial)  # the archive lands at a different point each trial
+            out = tmp_path / f"{game_id}.ndjson"
+            done = await archive(store, game_id, out, keys=keys, force=True)
+            await asyncio.wait_for(asyncio.gather(*playing), 20)
+            for client in clients:
+                await client.close()
+            archived = {msgspec.json.decode(line).get("version") for line in out.read_bytes().splitlines()}
+            assert accepted and set(accepted) <= archived, f"trial {trial}: an accepted command is missing"
+            assert max(accepted) <= done.envelopes
+            assert set(refusals) <= {"archiving", "unknown_game"} and refusals, refusals
+            assert await store.version(game_id) == 0
+    finally:
+        await store.close()
+
+
+async def test_an_archive_that_fails_lifts_its_fence(server: Any, redis_url: str, tmp_path: Path) -> None:
+    from server.engine.signing import Keyring
+    from server.ops.archive import ArchiveError, archive
+    from server.store.redis import RedisEventStore
+
+    game_id, tokens = await new_game(server.url, ["Ada"])
+    store = await RedisEventStore.from_url(redis_url)
+    try:
+        with pytest.raises(ArchiveError, match="has not ended"):
+            await archive(store, game_id, tmp_path / "x.ndjson", keys=Keyring([]))
+    finally:
+        await store.close()
+    async with await GameClient.connect(server.url, game_id, tokens[0], reconnect=False) as ada:
+        assert (await ada.place(PERF, "viola"))["type"] == "accepted"

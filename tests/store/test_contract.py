@@ -10,7 +10,14 @@ import pytest
 from support.redis import bounded, new_id
 
 from server.engine.envelope import Record
-from server.store import Appended, ConcurrencyConflict, EventStore, GameExists, GameNotFound
+from server.store import (
+    Appended,
+    ConcurrencyConflict,
+    EventStore,
+    GameExists,
+    GameFenced,
+    GameNotFound,
+)
 
 CREDENTIALS = {"seat:0": "hash-a", "seat:1": "hash-b", "watch": "hash-w"}
 
@@ -190,6 +197,41 @@ async def test_a_deleted_game_is_gone_with_its_credentials_and_command_records(s
     assert await bounded(store.read(other)) == records(1, 2), "another game is untouched"
     with pytest.raises(GameNotFound):
         await bounded(store.append(game_id, 3, [env(4)], "after-delete"))
+
+
+async def test_a_fenced_game_takes_no_append_until_unfenced(store: EventStore) -> None:
+    game_id, other = await game(store, 2), await game(store)
+    await bounded(store.append(game_id, 2, [env(3)], "before"))
+    assert await bounded(store.fence(game_id)) == 3
+    with pytest.raises(GameFenced):
+        await bounded(store.append(game_id, 3, [env(4)], "after"))
+    results = await bounded(store.append_many([(game_id, 3, [env(4)], "many"), (other, 1, [env(2)], "o")]))
+    assert isinstance(results[0], GameFenced) and results[1] == Appended(2, 2)
+    # A repeat of a command accepted before the fence still gets its outcome.
+    assert await bounded(store.append(game_id, 2, [env(3)], "before")) == Appended(3, 3, duplicate=True)
+    assert await bounded(store.version(game_id)) == 3
+    await bounded(store.unfence(game_id))
+    assert await bounded(store.append(game_id, 3, [env(4)], "after")) == Appended(4, 4)
+
+
+async def test_fencing_an_unknown_game_answers_0_and_creates_nothing(store: EventStore) -> None:
+    game_id = new_id()
+    assert await bounded(store.fence(game_id)) == 0
+    assert await bounded(store.version(game_id)) == 0
+    await bounded(store.create(game_id, env(1), CREDENTIALS))
+    assert await bounded(store.append(game_id, 1, [env(2)], "a")) == Appended(2, 2)
+
+
+async def test_a_delete_at_a_version_deletes_nothing_when_the_game_moved_on(store: EventStore) -> None:
+    game_id = await game(store, 2)
+    with pytest.raises(ConcurrencyConflict) as moved:
+        await bounded(store.delete(game_id, 1))
+    assert moved.value.actual == 2
+    assert await bounded(store.read(game_id)) == records(1, 2)
+    assert await bounded(store.credentials(game_id)) == CREDENTIALS
+    await bounded(store.delete(game_id, 2))
+    assert await bounded(store.read(game_id)) == []
+    assert await bounded(store.credentials(game_id)) == {}
 
 
 async def test_append_many_runs_each_append_in_order_with_its_own_outcome(store: EventStore) -> None:

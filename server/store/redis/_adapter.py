@@ -27,6 +27,7 @@ from server.store import (
     ConcurrencyConflict,
     Current,
     GameExists,
+    GameFenced,
     GameNotFound,
     Known,
     Listed,
@@ -41,6 +42,9 @@ from server.store.redis._scripts import (
     APPEND,
     APPEND_MANY,
     CREATE,
+    DELETE_AT,
+    FENCE,
+    FENCE_FIELD,
     FIELD,
     GAMES_KEY,
     INDEX,
@@ -132,6 +136,8 @@ def _translate(exc: BaseException, game_id: str = "", expected: int = 0) -> Stor
             return GameNotFound(game_id, expected)
         if message.startswith("EXISTS"):
             return GameExists(game_id)
+        if message.startswith("FENCED"):
+            return GameFenced(f"game {game_id!r} is being archived: it takes no more commands")
         if message.startswith("TOOMANY"):
             return TooManyGames("the store holds its maximum of live games")
     return StoreError(f"redis: {message}")
@@ -176,6 +182,8 @@ class RedisEventStore:
         self._index = client.register_script(INDEX)
         self._unindex = client.register_script(UNINDEX)
         self._listed = client.register_script(LISTED)
+        self._fence = client.register_script(FENCE)
+        self._delete_at = client.register_script(DELETE_AT)
         self._cluster = isinstance(client, RedisCluster)
         self._db = (
             0
@@ -460,14 +468,32 @@ class RedisEventStore:
             ids = cast(list[bytes], await self._client.zrange(GAMES_KEY, 0, -1))
         return [game_id.decode() for game_id in ids]
 
-    async def delete(self, game_id: str) -> None:
-        """Remove a game's keys (one call: they share a slot), then its entries in the index (one script).
+    async def delete(self, game_id: str, version: int | None = None) -> None:
+        """Remove a game's keys (one call: they share a slot; with `version`, only if the game is still
+        at it), then its entries in the index (one script).
+
+        Raises: ConcurrencyConflict (not at `version`: nothing removed), StoreUnavailable.
+        """
+        keys = [events_key(game_id), auth_key(game_id), commands_key(game_id)]
+        async with _boundary(self._timeout, game_id, version or 0):
+            if version is None:
+                await self._client.delete(*keys)
+            else:
+                await self._delete_at(keys=keys, args=[version])
+            await self._unindex(keys=INDEX_KEYS, args=[game_id])
+
+    async def fence(self, game_id: str) -> int:
+        """Stop the game taking appends; its version (0: unknown game, nothing fenced).
 
         Raises: StoreUnavailable.
         """
         async with _boundary(self._timeout, game_id):
-            await self._client.delete(events_key(game_id), auth_key(game_id), commands_key(game_id))
-            await self._unindex(keys=INDEX_KEYS, args=[game_id])
+            return int(await self._fence(keys=[events_key(game_id), commands_key(game_id)]))
+
+    async def unfence(self, game_id: str) -> None:
+        """Let a fenced game take appends again. Raises: StoreUnavailable."""
+        async with _boundary(self._timeout, game_id):
+            await self._client.hdel(commands_key(game_id), FENCE_FIELD)
 
     async def server_version(self) -> str:
         """The version of the Redis behind the store (INFO server; of a Cluster, its first node's).

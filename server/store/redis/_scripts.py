@@ -57,6 +57,11 @@ def appended_channel(game_id: str, db: int = 0) -> str:
     return f"orchestra:{{{game_id}}}:appended" if db == 0 else f"orchestra:{{{game_id}}}:appended:{db}"
 
 
+# A fenced game (being archived) takes no more appends: its commands hash holds the field FENCE (command
+# keys are "<seat>:<id>", so no command key can be it). A repeat of an accepted command still gets its
+# first outcome.
+FENCE_FIELD = "!fenced"
+
 # KEYS: events, commands[, channel]. ARGV: expected version, command key, envelope...
 # -> {first, last, duplicate}. With a channel (standalone Redis), the new version is published on it; a
 # Cluster would broadcast every publish to all its nodes, so there tails block on XREAD instead.
@@ -69,6 +74,7 @@ if seen then
   local first, last = string.match(seen, '^(%d+) (%d+)$')
   return {tonumber(first), tonumber(last), 1}
 end
+if redis.call('HEXISTS', KEYS[2], '!fenced') == 1 then return redis.error_reply('FENCED') end
 local top = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
 if #top == 0 then return redis.error_reply('NOGAME') end
 local version = tonumber(string.match(top[1][1], '^0%-(%d+)$'))
@@ -113,6 +119,8 @@ for i = 1, #KEYS, 3 do
   if seen then
     local first, last = string.match(seen, '^(%d+) (%d+)$')
     results[#results + 1] = {tonumber(first), tonumber(last), 1}
+  elseif redis.call('HEXISTS', commands, '!fenced') == 1 then
+    results[#results + 1] = {-1, 'FENCED'}
   else
     local top = redis.call('XREVRANGE', events, '+', '-', 'COUNT', 1)
     if #top == 0 then
@@ -181,4 +189,25 @@ LISTED = """
 local ids = redis.call('ZREVRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1)
 if #ids == 0 then return {{}, {}} end
 return {ids, redis.call('HMGET', KEYS[2], unpack(ids))}
+"""
+
+# KEYS: events, commands -> the game's version (0: no such game, nothing written). From now on every
+# append to the game fails with FENCED.
+FENCE = """
+local top = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
+if #top == 0 then return 0 end
+redis.call('HSET', KEYS[2], '!fenced', 1)
+return tonumber(string.match(top[1][1], '^0%-(%d+)$'))
+"""
+
+# KEYS: events, auth, commands. ARGV: the version the game must be at. Deletes the three keys only if the
+# game is still at that version (else CONFLICT <version>), so no append that landed after the caller read
+# the game is lost with them.
+DELETE_AT = """
+local top = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
+local version = 0
+if #top > 0 then version = tonumber(string.match(top[1][1], '^0%-(%d+)$')) end
+if version ~= tonumber(ARGV[1]) then return redis.error_reply('CONFLICT ' .. version) end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+return version
 """
