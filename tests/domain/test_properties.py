@@ -1,19 +1,23 @@
-"""Random games against an independent, deliberately plain restatement of rules.md §4, §5 and §7.
+"""Random games against an independent, deliberately plain restatement of rules.md §4, §5, §7 and §9.
 
-The oracle below keeps, per space, a list of (seat, kind) and decides each placement itself. It reads the
-layout's data (instrument, family, eras, bonus, prestige of each space) but calls nothing of domain.rules
-or domain.game: if both agree on thousands of random placements, neither is likely to be wrong the same way.
+The oracle below keeps, per space, a list of (seat, kind) and decides each placement itself; for a
+take-back it keeps a copy of its whole state before each placement. It reads the layout's data
+(instrument, family, eras, bonus, prestige of each space) but calls nothing of domain.rules or
+domain.game: if both agree on thousands of random placements, neither is likely to be wrong the same way.
 """
 
 from __future__ import annotations
 
+import copy
 import functools
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from msgspec.structs import replace
 
 import domain
 from domain import (
@@ -27,8 +31,10 @@ from domain import (
     PerformanceToken,
     Place,
     PlacedBelowLine,
+    PlacementTakenBack,
     Rejected,
     RepairToken,
+    TakeBack,
     Token,
     decide,
     evolve,
@@ -95,13 +101,21 @@ class Oracle:
     below: dict[str, list[tuple[int, str]]] = field(default_factory=lambda: {s: [] for s in SPACE_IDS})
     rare_chairs: dict[str, list[int]] = field(default_factory=lambda: {s: [] for s in SPACE_IDS})
     resources: list[Counter[str]] = field(default_factory=list)
+    # While the last accepted command is a placement: its seat and a copy of the board before it.
+    last_placement: tuple[int, Any] | None = None
 
     def __post_init__(self) -> None:
         self.resources = [Counter() for _ in range(self.players)]
 
+    def board(self) -> Any:
+        """The whole board: what a take-back restores, and what a domain state is compared with."""
+        return copy.deepcopy((self.chair, self.below, self.rare_chairs, [+r for r in self.resources]))
+
     def expect(self, command: domain.Command) -> Outcome:
         if isinstance(command, EndGame):
             return self._expect_end(command)
+        if isinstance(command, TakeBack):
+            return self._expect_take_back(command)
         assert isinstance(command, Place)
         token = command.token
         kind = kind_of(token)
@@ -170,13 +184,35 @@ class Oracle:
             return Outcome(code="stale_version")
         return Outcome(event="GameEnded")
 
+    def _expect_take_back(self, command: TakeBack) -> Outcome:
+        if command.seat >= self.players:
+            return Outcome(code="forbidden")
+        if self.ended:
+            return Outcome(code="game_over")
+        if command.expected_version is not None and command.expected_version != self.version:
+            return Outcome(code="stale_version")
+        if self.placements >= self.max_placements:
+            return Outcome(code="limit_reached")
+        if self.last_placement is None or self.last_placement[0] != command.seat:
+            return Outcome(code="cannot_take_back")
+        return Outcome(event="PlacementTakenBack")
+
     def accept(self, command: domain.Command, outcome: Outcome) -> None:
         self.version += 1
         if isinstance(command, EndGame):
             self.ended = True
+            self.last_placement = None
+            return
+        if isinstance(command, TakeBack):
+            assert self.last_placement is not None
+            self.chair, self.below, self.rare_chairs, resources = self.last_placement[1]
+            self.resources = [Counter(r) for r in resources]
+            self.placements += 1
+            self.last_placement = None
             return
         assert isinstance(command, Place)
         seat, space_id, kind = command.seat, command.space, kind_of(command.token)
+        self.last_placement = (seat, self.board())
         self.placements += 1
         self.resources[seat].update(outcome.gains)
         if not SPACES[space_id].eras:
@@ -190,6 +226,18 @@ class Oracle:
             self.chair[space_id] = (seat, kind)
         else:
             self.below[space_id].append((seat, kind))
+
+    @staticmethod
+    def board_of(game: domain.Game) -> Any:
+        """A domain state in the oracle's terms, to compare with `board()`."""
+        chair: dict[str, tuple[int, str] | None] = {}
+        below: dict[str, list[tuple[int, str]]] = {}
+        rare: dict[str, list[int]] = {}
+        for space_id, held in game.spaces.items():
+            chair[space_id] = None if held.chair is None else (held.chair.seat, kind_of(held.chair.token))
+            below[space_id] = [(t.seat, kind_of(t.token)) for t in held.below]
+            rare[space_id] = [t.seat for t in held.chairs]
+        return (chair, below, rare, [dict(r) for r in game.resources])
 
     def final_scores(self) -> list[tuple[int, tuple[str, ...], int, dict[str, int]]]:
         result = []
@@ -219,6 +267,8 @@ class Step:
     code: str | None
     after: domain.Game
     expected: Outcome
+    oracle_before: Any
+    oracle_after: Any
 
 
 @dataclass
@@ -246,17 +296,18 @@ def games(draw: st.DrawFn) -> Played:
     for number in range(draw(st.integers(0, 40))):
         command = draw(commands_for(players, state.version, f"c-{number}", crowded))
         expected = oracle.expect(command)
+        oracle_before = oracle.board()
         try:
             new = decide(state, command)
             code = None
         except Rejected as exc:
             new, code = [], exc.code
         after = functools.reduce(evolve, new, state)
-        steps.append(Step(command, state, new, code, after, expected))
         if code is None:
             oracle.accept(command, expected)
             events += new
             commands.append(command)
+        steps.append(Step(command, state, new, code, after, expected, oracle_before, oracle.board()))
         state = after
     return Played(steps, events, commands, state, oracle)
 
@@ -268,8 +319,11 @@ def commands_for(
     # Weights by repetition: mostly seated players, current or no expected_version, tokens that fit.
     seat = draw(st.sampled_from([*range(players)] * 12 + [0, 1, 2, 3]))
     expected_version = draw(st.sampled_from([None] * 8 + [version] * 3 + [version - 1]))
-    if draw(st.sampled_from(["place"] * 79 + ["end"])) == "end":
+    what = draw(st.sampled_from(["place"] * 70 + ["take_back"] * 9 + ["end"]))
+    if what == "end":
         return EndGame(seat=seat, id=command_id, expected_version=expected_version)
+    if what == "take_back":
+        return TakeBack(seat=seat, id=command_id, expected_version=expected_version)
     space_id = draw(st.sampled_from(["viola", "violin_cr"] if crowded else SPACE_CHOICES))
     if space_id in SPACES and draw(st.sampled_from([True] * 9 + [False])):
         space = SPACES[space_id]
@@ -327,6 +381,8 @@ def test_the_domain_decides_every_command_as_the_plain_oracle_does(played: Playe
         assert step.code is None, step.command
         (event,) = step.events
         assert type(event).__name__ == expected.event
+        if isinstance(event, PlacementTakenBack):
+            assert event == PlacementTakenBack(seat=step.command.seat, version=step.before.version)
         assert getattr(event, "reason", None) == expected.reason
         assert getattr(event, "from_seat", None) == expected.from_seat
         if isinstance(event, ChairClaimed | ChairStolen):
@@ -353,8 +409,21 @@ def test_the_final_scores_match_the_oracle_and_rank_by_prestige(played: Played) 
 
 @FEW
 @given(GAMES)
-def test_an_instrument_in_a_chair_never_leaves(played: Played) -> None:
+def test_the_board_after_every_command_is_the_oracles(played: Played) -> None:
     for step in played.steps:
+        assert Oracle.board_of(step.after) == step.oracle_after, step.command
+
+
+def taken_back(step: Step) -> bool:
+    return any(isinstance(event, PlacementTakenBack) for event in step.events)
+
+
+@FEW
+@given(GAMES)
+def test_an_instrument_in_a_chair_never_leaves_unless_its_placement_is_taken_back(played: Played) -> None:
+    for step in played.steps:
+        if taken_back(step):
+            continue
         for space_id, held in step.before.spaces.items():
             if held.chair is not None and isinstance(held.chair.token, InstrumentToken):
                 assert step.after.spaces[space_id].chair == held.chair
@@ -392,8 +461,10 @@ def test_a_steal_by_majority_happens_only_with_a_strict_majority(played: Played)
 
 @FEW
 @given(GAMES)
-def test_tokens_never_leave_the_orchestra_nor_change_space(played: Played) -> None:
+def test_tokens_never_leave_the_orchestra_nor_change_space_unless_taken_back(played: Played) -> None:
     for step in played.steps:
+        if taken_back(step):
+            continue
         for space_id, held in step.before.spaces.items():
             after = step.after.spaces[space_id]
             before_tokens = Counter([*held.chairs, *held.below, *([held.chair] if held.chair else [])])
@@ -405,8 +476,10 @@ def test_tokens_never_leave_the_orchestra_nor_change_space(played: Played) -> No
 
 @FEW
 @given(GAMES)
-def test_resources_only_grow(played: Played) -> None:
+def test_resources_only_grow_unless_a_placement_is_taken_back(played: Played) -> None:
     for step in played.steps:
+        if taken_back(step):
+            continue
         for before, after in zip(step.before.resources, step.after.resources, strict=True):
             assert all(after.get(key, 0) >= amount for key, amount in before.items())
             assert all(amount > 0 for amount in after.values())
@@ -445,25 +518,27 @@ def test_the_incremental_view_equals_the_rendered_and_the_projected_view(played:
 
 @FEW
 @given(GAMES, st.data())
-def test_between_any_two_versions_every_space_only_gains_tokens_at_its_end(
+def test_between_any_two_versions_every_space_changes_only_at_its_end(
     played: Played, data: st.DataObject
 ) -> None:
-    """What makes a view delta exact: its additions, appended, give the later view's space."""
+    """What makes a view delta exact: each space's list cut where the addition starts, and its tokens
+    appended, give the later view's space; without a take-back between them, nothing is cut."""
     at = sorted(data.draw(st.lists(st.integers(1, len(played.events)), min_size=2, max_size=2)))
     early, late = view_at(played.events, at[0]), view_at(played.events, at[1])
+    cut = any(isinstance(event, PlacementTakenBack) for event in played.events[at[0] : at[1]])
     assert list(early.spaces) == list(late.spaces)
     for space_id, space in late.spaces.items():
         addition = added(early.spaces[space_id], space)
         before = early.spaces[space_id]
         if isinstance(space, ChairSpaceView):
             assert isinstance(before, ChairSpaceView) and isinstance(addition, ChairSpaceAdded)
-            assert addition.below_from == len(before.below)
-            assert list(before.below) + list(addition.below) == list(space.below)
+            assert addition.below_from == len(before.below) or cut
+            assert list(before.below[: addition.below_from]) + list(addition.below) == list(space.below)
             assert addition.chair == space.chair
         else:
             assert isinstance(before, RareSpaceView) and isinstance(addition, RareSpaceAdded)
-            assert addition.chairs_from == len(before.chairs)
-            assert list(before.chairs) + list(addition.chairs) == list(space.chairs)
+            assert addition.chairs_from == len(before.chairs) or cut
+            assert list(before.chairs[: addition.chairs_from]) + list(addition.chairs) == list(space.chairs)
 
 
 @FEW
@@ -485,3 +560,25 @@ def test_every_event_and_command_survives_a_json_round_trip(played: Played) -> N
         assert msgspec.json.decode(msgspec.json.encode(command), type=domain.Command) == command
     log = msgspec.json.decode(msgspec.json.encode(played.events), type=list[domain.Event])
     assert log == played.events
+
+
+@FEW
+@given(GAMES)
+def test_a_placement_then_its_take_back_is_the_game_without_the_placement(played: Played) -> None:
+    """Whatever the game, any accepted placement taken back at once leaves the same state, view and
+    scores as if it had never been made: the oracle's board before it, the domain's view before it."""
+    for step in played.steps:
+        if step.code is not None or not isinstance(step.command, Place):
+            continue
+        (event,) = decide(step.after, TakeBack(seat=step.command.seat, id="undo"))
+        assert event == PlacementTakenBack(seat=step.command.seat, version=step.after.version)
+        after = evolve(step.after, event)
+        assert Oracle.board_of(after) == step.oracle_before
+        assert domain.scores(after) == domain.scores(step.before)
+        version = step.before.version + 2
+        unplaced = replace(step.before, version=version, placements=step.before.placements + 2, undo=None)
+        assert after == unplaced
+        assert render(after) == replace(render(step.before), version=version)
+        board = apply(Board(step.after, render(step.after)), event)
+        assert board.view == render(after)
+        assert domain.fold([*step.events, event], step.before) == after
