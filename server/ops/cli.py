@@ -295,6 +295,17 @@ def _request(method: str, url: str, body: Any = None, token: str | None = None) 
         raise SystemExit(f"orchestra: cannot reach {url}: {exc.reason}") from None
 
 
+def _damaged(status: int, body: bytes) -> dict[str, Any] | None:
+    """The body of a `damaged_game` answer (the server cannot read a stored envelope), else None."""
+    if status != 500:
+        return None
+    try:
+        detail = json.loads(body)
+    except ValueError:
+        return None
+    return detail if isinstance(detail, dict) and detail.get("code") == "damaged_game" else None
+
+
 def _fail(status: int, body: bytes) -> int:
     try:
         detail = json.loads(body)
@@ -375,6 +386,10 @@ def _verify(args: argparse.Namespace) -> int:
         if keys is None:
             return 2
     status, answer = _request("GET", f"{base}/events?trailer=true", token=args.token)
+    damaged = _damaged(status, answer)
+    if damaged is not None:
+        print(f"game {args.game}: INVALID at version {damaged['version']}: {damaged['message']}")
+        return 1
     if status != 200:
         return _fail(status, answer)
     lines = answer.splitlines()

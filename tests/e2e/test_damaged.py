@@ -3,7 +3,10 @@ and the version, on every way in; it is logged and counted; the other games are 
 
 from __future__ import annotations
 
+import asyncio
 import re
+import subprocess
+import sys
 import uuid
 from typing import Any
 
@@ -131,3 +134,20 @@ async def test_a_game_whose_first_envelope_is_damaged_is_not_listed_and_reports_
         answer = await http.get(f"/games/{damaged}")
         assert answer.status_code == 500
         assert (answer.json()["code"], answer.json()["version"]) == ("damaged_game", 1)
+
+
+async def test_orchestra_verify_names_the_damaged_version(start_server: Any, own_redis: Any) -> None:
+    server = start_server(redis_url=own_redis.url)
+    game_id, tokens = await new_game(server.url, ["Ada"])
+    async with await GameClient.connect(server.url, game_id, tokens[0], reconnect=False) as ada:
+        expect_accepted(await ada.place(PERF, "viola"))
+    _damage(own_redis.url, game_id, 3)
+    checked = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "server.ops.cli", "verify", game_id, "--server", server.url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    assert f"game {game_id}: INVALID at version 3" in checked.stdout
