@@ -382,6 +382,7 @@ def test_the_domain_decides_every_command_as_the_plain_oracle_does(played: Playe
         (event,) = step.events
         assert type(event).__name__ == expected.event
         if isinstance(event, PlacementTakenBack):
+            assert isinstance(step.command, TakeBack)
             assert event == PlacementTakenBack(seat=step.command.seat, version=step.before.version)
         assert getattr(event, "reason", None) == expected.reason
         assert getattr(event, "from_seat", None) == expected.from_seat
