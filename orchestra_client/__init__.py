@@ -7,7 +7,8 @@
 
 It speaks protocol v1: hello (with `since` to resume; by default live frames carry view deltas, what
 changed, which it applies to `client.view`; `view="full"` for whole views, `view=False` for none),
-commands answered by id, `events` frames.
+commands answered by id (`place`, `take_back` of the seat's last placement while it is the game's last
+event, `end_game`), `events` frames.
 When the connection drops (not when the server refuses it), it reconnects by itself with `since` set
 to the last version it saw and re-sends unanswered commands with their ids, which the server answers
 once.

@@ -167,6 +167,11 @@ class GameClient:
         """Place a token; `fields` are the frame's other fields (id, skill, consolation, materials...)."""
         return await self.send({"type": "place", "token": token, "space": space, **fields})
 
+    async def take_back(self, **fields: Any) -> Json:
+        """Take back this seat's placement while it is the game's last event (`fields`: id,
+        expected_version); otherwise the answer is a `cannot_take_back` rejection."""
+        return await self.send({"type": "take_back", **fields})
+
     async def end_game(self, **fields: Any) -> Json:
         """End the game (seat 0 only)."""
         return await self.send({"type": "end_game", **fields})

@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 import msgspec
 
 from domain import Rejected, UnknownGame, decide, evolve
-from domain.messages import EndGame, Place
+from domain.messages import EndGame, Place, TakeBack
 from server.engine import envelope
 from server.engine.envelope import Envelope, Record
 from server.engine.folded import FoldedGame, GapError
@@ -47,7 +47,7 @@ from server.store import (
 
 log = logging.getLogger(__name__)
 
-Command = Place | EndGame
+Command = Place | EndGame | TakeBack
 
 
 class Outcome(msgspec.Struct, frozen=True):

@@ -4,8 +4,9 @@
 one per line, optionally ending with the export's signed trailer) and reports the first bad version, if
 any. Each envelope's signature is checked first, with the trusted public keys `keys`: an envelope changed
 in any way (its event, seat, command id, time, chain link) is found at its own version, whatever else was
-rewritten after it. Each placement event is then checked by deciding again the command it records on the
-state before it, so even a history the server itself signed must follow the rules.
+rewritten after it. Each event after the first (a placement, a take-back, the end) is then checked by
+deciding again the command it records on the state before it, so even a history the server itself signed
+must follow the rules.
 
 Completeness: a history that ends with a signed `GameEnded` is complete (nothing may follow it); a signed
 trailer states the last version of an export; with `complete=True` a history with neither is reported as
@@ -28,7 +29,9 @@ from domain import (
     GameEnded,
     Place,
     PlacedBelowLine,
+    PlacementTakenBack,
     Rejected,
+    TakeBack,
     decide,
 )
 from domain.rules import doubles
@@ -229,10 +232,13 @@ def _rule_problem(board: Board, event: Event, command_id: str, seat: int | None)
     return None
 
 
-def _command_of(board: Board, event: Event, command_id: str) -> Place | EndGame | None:
+def _command_of(board: Board, event: Event, command_id: str) -> Place | EndGame | TakeBack | None:
     game = board.game
     if isinstance(event, GameEnded):
         return EndGame(seat=event.seat, id=_safe_id(command_id))
+    if isinstance(event, PlacementTakenBack):
+        # Decided again, it must name the same seat and the version of the placement it takes back.
+        return TakeBack(seat=event.seat, id=_safe_id(command_id))
     assert not isinstance(event, GameCreated)
     space = game.layout.space(event.space) if game.layout is not None else None
     if space is None or not 0 <= event.seat < len(game.players):

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from domain import EndGame, Place, patterns
+from domain import EndGame, Place, TakeBack, patterns
 from domain.messages import CommandId, Ref, Seat, Skill, Token
 from domain.vocabulary import Consolation, Material
 from server.protocol.codes import CODES
@@ -77,8 +77,24 @@ class EndGameFrame(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag_
         return EndGame(seat=seat, id=self.id, expected_version=self.expected_version)
 
 
-CommandFrame = PlaceFrame | EndGameFrame
-ClientFrame = Hello | PlaceFrame | EndGameFrame
+class TakeBackFrame(
+    msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag_field="type", tag="take_back"
+):
+    """Taking back the sender's own placement while it is the game's last event, as a client sends it."""
+
+    id: CommandId
+    expected_version: Version | None = None
+
+    def __post_init__(self) -> None:
+        patterns.check_end(self.id, patterns.COMMAND_ID, "$.id")
+
+    def command(self, seat: int) -> TakeBack:
+        """The domain command, with the seat of the connection."""
+        return TakeBack(seat=seat, id=self.id, expected_version=self.expected_version)
+
+
+CommandFrame = PlaceFrame | EndGameFrame | TakeBackFrame
+ClientFrame = Hello | PlaceFrame | EndGameFrame | TakeBackFrame
 
 decode_frame = msgspec.json.Decoder(ClientFrame).decode
 _decode_loose = msgspec.json.Decoder(dict[str, Any]).decode
@@ -126,9 +142,10 @@ class EventsFrame(msgspec.Struct, frozen=True, tag_field="type", tag="events"):
 class DeltaFrame(msgspec.Struct, frozen=True, tag_field="type", tag="events"):
     """Envelopes with what they changed in the view (live traffic for `view: "delta"` clients).
 
-    `view_delta` holds `version`, `ended`, in `added` the tokens each changed space gained (and its First
-    Chair), in `spaces` any space that changed otherwise, whole, and in `score_changes` the seats whose
-    scores changed: its size follows the change, not the game.
+    `view_delta` holds `version`, `ended`, in `added` each changed space's First Chair and the end of its
+    list (cut where the addition starts, which only a take-back puts before the list's end, then the
+    tokens added), in `spaces` a space the view held did not have, whole, and in `score_changes` the seats
+    whose scores changed: its size follows the change, not the game.
     """
 
     envelopes: list[EnvelopeJson]

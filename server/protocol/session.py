@@ -24,7 +24,7 @@ from typing import Literal
 import msgspec
 
 from domain import Rejected
-from domain.messages import EndGame, Place
+from domain.messages import EndGame, Place, TakeBack
 from server import auth
 from server.protocol.frames import (
     Accepted,
@@ -77,7 +77,7 @@ class Join:
 class Submit:
     """Hand the command to its game; its outcome comes back through `Session.answer`."""
 
-    command: Place | EndGame
+    command: Place | EndGame | TakeBack
 
 
 @dataclass(frozen=True, slots=True)

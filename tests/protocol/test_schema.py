@@ -151,3 +151,12 @@ def test_a_tagged_union_is_named_by_a_member_or_else_stays_inline() -> None:
     assert unions == {"SpaceView": {"oneOf": union("ChairSpaceView", "B")["anyOf"]}}
     with pytest.raises(ValueError, match="SpaceView"):
         schema._portable(union("ChairSpaceView", "C"), unions)
+
+
+def test_take_back_is_a_client_frame_and_its_event_an_event() -> None:
+    assert {"$ref": "#/$defs/TakeBackFrame"} in DEFS["ClientFrame"]["oneOf"]
+    assert DEFS["TakeBackFrame"]["properties"]["type"] == {"const": "take_back"}
+    assert DEFS["TakeBackFrame"]["required"] == ["type", "id"]
+    assert DEFS["TakeBackFrame"]["additionalProperties"] is False
+    assert {"$ref": "#/$defs/PlacementTakenBack"} in DEFS["Event"]["oneOf"]
+    assert set(DEFS["PlacementTakenBack"]["required"]) == {"type", "seat", "version"}

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from domain import EndGame, IllegalSpace, Place
+from domain import CannotTakeBack, EndGame, IllegalSpace, Place, TakeBack
 from server import auth
 from server.protocol.session import (
     HISTORY_CHUNK,
@@ -241,6 +241,10 @@ def test_a_players_command_is_submitted_with_the_seat_of_its_token() -> None:
     assert (submit.command.seat, submit.command.id, submit.command.space) == (1, "c-1", "viola")
     (end,) = session.receive('{"type":"end_game","id":"c-2","expected_version":7}')
     assert isinstance(end, Submit) and end.command == EndGame(seat=1, id="c-2", expected_version=7)
+    (back,) = session.receive('{"type":"take_back","id":"c-3"}')
+    assert isinstance(back, Submit) and back.command == TakeBack(seat=1, id="c-3")
+    (back,) = session.receive('{"type":"take_back","id":"c-4","expected_version":7}')
+    assert isinstance(back, Submit) and back.command == TakeBack(seat=1, id="c-4", expected_version=7)
 
 
 @pytest.mark.parametrize(
@@ -253,6 +257,13 @@ def test_a_players_command_is_submitted_with_the_seat_of_its_token() -> None:
         pytest.param("[" * 10_000 + "]" * 10_000, "too_large", None, id="over-the-frame-limit"),
         pytest.param("[" * 3_000 + "]" * 3_000, "bad_request", None, id="nested-deeper-than-decoded"),
         pytest.param(hello(), "bad_request", None, id="a-second-hello"),
+        pytest.param(
+            '{"type":"take_back","id":"t-1","seat":0}', "bad_request", "t-1", id="a-take-back-with-seat"
+        ),
+        pytest.param(
+            '{"type":"take_back","id":"t-2","version":6}', "bad_request", "t-2", id="take-back-version"
+        ),
+        pytest.param('{"type":"take_back"}', "bad_request", None, id="a-take-back-without-id"),
     ],
 )
 def test_a_bad_frame_is_rejected_with_its_readable_id_and_nothing_submitted(
@@ -269,6 +280,8 @@ def test_a_spectators_command_is_forbidden() -> None:
     session = joined(token=None)
     (frame,) = frames(session.receive(PLACE))
     assert (frame["code"], frame["id"]) == ("forbidden", "c-1")
+    (frame,) = frames(session.receive('{"type":"take_back","id":"t-1"}'))
+    assert (frame["code"], frame["id"]) == ("forbidden", "t-1")
 
 
 def test_commands_past_the_burst_are_rate_limited_until_the_bucket_refills() -> None:
@@ -315,6 +328,8 @@ def test_a_refused_command_names_the_rules_code_or_unavailable_for_the_store() -
         "not there",
         8,
     )
+    back = json.loads(session.refused("t-1", CannotTakeBack("not yours"), 8).data)
+    assert (back["code"], back["id"], back["message"]) == ("cannot_take_back", "t-1", "not yours")
     store = session.refused("c-2", StoreUnavailable("down"), 8)
     assert store.code == "unavailable" and "retry with the same id" in json.loads(store.data)["message"]
     # Later refusals carry the version last told.
