@@ -3,8 +3,9 @@ a real game (both directions), every envelope and every view validates against i
 and with Python's jsonschema alike; frames the server never sends do not.
 
 The game runs on a real server (uvicorn on a free port, the session's Redis) and covers every kind of
-placement, every rejection a client can cause, each hello view mode (deltas, whole views, none), history
-after a resume, and the end. The Node side is tests/schema_node (`npm ci --prefix tests/schema_node`).
+placement and a take-back, every rejection a client can cause, each hello view mode (deltas, whole views,
+none), history after a resume, and the end. The Node side is tests/schema_node (`npm ci --prefix
+tests/schema_node`).
 """
 
 from __future__ import annotations
@@ -191,7 +192,9 @@ async def play(url: str) -> Played:
             "materials": ["metal", "animal"],
         }
         await accepted(dan, id="d-2", **doubled)
-        await accepted(dan, id="d-3", token=WINDS, space="oboe")
+        # Dan takes back his last placement (the event count stays that of one more placement).
+        taken = await dan.command({"type": "take_back", "id": "d-3"})
+        assert taken["events"][0]["event"] == {"type": "PlacementTakenBack", "seat": 3, "version": 9}
         # Every rejection a player can cause.
         await refused(ben, "illegal_space", {"type": "place", "id": "b-4", "token": WINDS, "space": "viola"})
         await refused(
@@ -205,6 +208,7 @@ async def play(url: str) -> Played:
             {"type": "place", "id": "a-2", "token": PERF, "space": "cello", "expected_version": 3},
         )
         await refused(ben, "forbidden", {"type": "end_game", "id": "b-5"})
+        await refused(ben, "cannot_take_back", {"type": "take_back", "id": "b-13"})
         # bad_request: frames outside the schema, then frames inside it that the rules cannot read.
         for valid, mistake in (
             (False, {"type": "place", "id": "b-6", "token": PERF, "space": "timpani", "seat": 0}),
@@ -351,6 +355,7 @@ def test_the_game_covers_every_frame_event_and_rejection_a_client_can_cause(play
         ("PlacedBelowLine", "no_majority"),
         ("PlacedBelowLine", "own_chair"),
         ("PlacedBelowLine", "instrument_holds"),
+        ("PlacementTakenBack", None),
         ("GameEnded", None),
     }, "a new kind of event or reason: have this game make one"
     # Every kind of client frame was sent, and every code a client can cause came back: all but the
