@@ -7,6 +7,7 @@ command-key idempotency, live tails) so the one contract suite in tests/store/ h
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 
 from server.engine.envelope import Record
@@ -48,6 +49,8 @@ class MemoryEventStore:
         self._indexed: set[str] = set()
         # One condition per tailed game: an append wakes that game's tails only.
         self._changed: dict[str, asyncio.Condition] = {}
+        # Each game's presence: node -> its value, and when the whole expires (monotonic seconds).
+        self._presence: dict[str, tuple[dict[str, bytes], float]] = {}
 
     async def create(
         self,
@@ -70,6 +73,38 @@ class MemoryEventStore:
         self._created += 1
         self._rank[game_id] = self._created
         await self.index(game_id, listing=listing, live=True)
+        await self._notify(game_id)
+
+    async def restore(
+        self,
+        game_id: str,
+        envelopes: Sequence[bytes],
+        credentials: Mapping[str, str],
+        commands: Mapping[str, tuple[int, int]],
+        *,
+        listing: bytes | None = None,
+        live: bool = True,
+        created: int | None = None,
+        max_live: int = 0,
+    ) -> None:
+        """Write a whole game at once, with its credentials and command records, and index it (listed
+        after every game held: `created` orders nothing here).
+
+        Raises: GameExists, TooManyGames, ValueError (no envelopes).
+        """
+        if not envelopes:
+            raise ValueError("a game has at least one envelope")
+        if game_id in self._games:
+            raise GameExists(game_id)
+        if live and max_live > 0 and len(self._live) >= max_live:
+            raise TooManyGames(f"the store holds its maximum of {max_live} live games")
+        game = _Game(bytes(envelopes[0]), credentials)
+        game.envelopes.extend(bytes(data) for data in envelopes[1:])
+        game.commands = {key: Appended(first, last) for key, (first, last) in commands.items()}
+        self._games[game_id] = game
+        self._created += 1
+        self._rank[game_id] = self._created
+        await self.index(game_id, listing=listing, live=live)
         await self._notify(game_id)
 
     async def append(
@@ -202,6 +237,13 @@ class MemoryEventStore:
                 break
         return found
 
+    async def public_ids(self, limit: int, *, live: bool = False) -> list[str]:
+        """The newest `limit` listed games' ids (with `live`, of those still live), newest first."""
+        ids = sorted(self._listed, key=self._rank.__getitem__, reverse=True)
+        if live:
+            ids = [game_id for game_id in ids if game_id in self._live]
+        return ids[:limit]
+
     async def live_games(self) -> int:
         """How many games are indexed as live."""
         return len(self._live)
@@ -229,6 +271,33 @@ class MemoryEventStore:
         self._listed.pop(game_id, None)
         self._live.discard(game_id)
         self._indexed.discard(game_id)
+
+    async def write_presence(self, node: str, values: Mapping[str, bytes | None], ttl: float) -> None:
+        """Set or remove `node`'s field in each game's presence; a game's presence lasts `ttl` seconds
+        from its last write (a removal does not extend it), as a Redis key's expiry would."""
+        now = time.monotonic()
+        for game_id, value in values.items():
+            fields, expires = self._presence.get(game_id, ({}, 0.0))
+            if expires <= now:
+                fields = {}
+            if value is None:
+                fields.pop(node, None)
+            else:
+                fields[node] = bytes(value)
+                expires = now + ttl
+            if fields:
+                self._presence[game_id] = (fields, expires)
+            else:
+                self._presence.pop(game_id, None)
+
+    async def read_presence(self, game_ids: Sequence[str]) -> list[dict[str, bytes]]:
+        """Every node's field in each game's presence ({} once expired)."""
+        now = time.monotonic()
+        found: list[dict[str, bytes]] = []
+        for game_id in game_ids:
+            fields, expires = self._presence.get(game_id, ({}, 0.0))
+            found.append(dict(fields) if expires > now else {})
+        return found
 
     async def ping(self) -> bool:
         """Always True: the store is this process."""

@@ -17,6 +17,9 @@ without touching any stream but the listed games' own: the games listed publicly
 with the listing bytes it was created with), the live ones (created, neither ended nor deleted: counted
 for a cap), and which games are indexed at all (games written before the index existed are not, until
 `index` is called for them: see server.engine.listing).
+
+Beside each game, too, the store keeps its presence (who is connected, per node): written and read in
+bulk, expiring on its own, never part of the game's stream.
 """
 
 from __future__ import annotations
@@ -123,6 +126,27 @@ class EventStore(Protocol):
         Raises: GameExists, TooManyGames, StoreFull, StoreUnavailable.
         """
 
+    async def restore(
+        self,
+        game_id: str,
+        envelopes: Sequence[bytes],
+        credentials: Mapping[str, str],
+        commands: Mapping[str, tuple[int, int]],
+        *,
+        listing: bytes | None = None,
+        live: bool = True,
+        created: int | None = None,
+        max_live: int = 0,
+    ) -> None:
+        """Write a whole game at once (an archived game coming back): its envelopes as versions 1..n, its
+        credentials and its command records (command key -> its first and last version), all or nothing;
+        then index it as `create` does: live when `live`, listed with `listing`, in its place among the
+        games by `created` (its creation time in microseconds since the epoch; now when None).
+
+        Raises: GameExists (nothing written), TooManyGames, StoreFull, StoreUnavailable, ValueError (no
+        envelopes).
+        """
+
     async def append(
         self, game_id: str, expected: int, envelopes: Sequence[bytes], command_key: str
     ) -> Appended:
@@ -194,6 +218,10 @@ class EventStore(Protocol):
         """The newest `limit` listed games, newest first, each with its newest record; a listed game
         whose stream is gone is left out. No game that is not listed is read. Raises: StoreUnavailable."""
 
+    async def public_ids(self, limit: int, *, live: bool = False) -> list[str]:
+        """The ids of the newest `limit` listed games, newest first; with `live`, of the listed games
+        still live (neither ended nor deleted). Reads the index alone, no stream. Raises: StoreUnavailable."""
+
     async def live_games(self) -> int:
         """How many games are live: indexed as live, neither ended nor deleted. Raises: StoreUnavailable."""
 
@@ -209,6 +237,18 @@ class EventStore(Protocol):
 
         Raises: StoreUnavailable.
         """
+
+    async def write_presence(self, node: str, values: Mapping[str, bytes | None], ttl: float) -> None:
+        """Set `node`'s field in the presence of each game of `values` (None: remove it), in one call; a
+        game's presence is forgotten whole `ttl` seconds after its last write. Presence is no part of a
+        game: nothing else reads or removes it (see server.engine.presence).
+
+        Raises: StoreUnavailable.
+        """
+
+    async def read_presence(self, game_ids: Sequence[str]) -> list[dict[str, bytes]]:
+        """Every node's field in the presence of each game (in `game_ids`' order; {} for none), in one
+        call. Raises: StoreUnavailable."""
 
     async def ping(self) -> bool:
         """Whether the store answers now."""

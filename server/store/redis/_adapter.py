@@ -53,12 +53,15 @@ from server.store.redis._scripts import (
     LISTED,
     LISTING_KEY,
     LIVE_KEY,
+    PUBLIC_IDS,
     PUBLIC_KEY,
+    RESTORE,
     UNINDEX,
     appended_channel,
     auth_key,
     commands_key,
     events_key,
+    presence_key,
 )
 
 Client = Redis | RedisCluster
@@ -178,10 +181,12 @@ class RedisEventStore:
         # redis-py's Script: EVALSHA, and SCRIPT LOAD (on every primary in Cluster) then retry on NOSCRIPT.
         self._append = client.register_script(APPEND)
         self._create = client.register_script(CREATE)
+        self._restore = client.register_script(RESTORE)
         self._append_many = client.register_script(APPEND_MANY)
         self._index = client.register_script(INDEX)
         self._unindex = client.register_script(UNINDEX)
         self._listed = client.register_script(LISTED)
+        self._public_ids = client.register_script(PUBLIC_IDS)
         self._fence = client.register_script(FENCE)
         self._delete_at = client.register_script(DELETE_AT)
         self._cluster = isinstance(client, RedisCluster)
@@ -264,6 +269,43 @@ class RedisEventStore:
             with contextlib.suppress(StoreError):
                 async with _boundary(self._timeout, game_id):
                     await self._client.delete(events_key(game_id), auth_key(game_id))
+            raise
+
+    async def restore(
+        self,
+        game_id: str,
+        envelopes: Sequence[bytes],
+        credentials: Mapping[str, str],
+        commands: Mapping[str, tuple[int, int]],
+        *,
+        listing: bytes | None = None,
+        live: bool = True,
+        created: int | None = None,
+        max_live: int = 0,
+    ) -> None:
+        """Write a whole game, its credentials and command records in one script (its keys share a slot),
+        then index it in a second call, as `create` does (a refused index takes the game back).
+
+        Raises: GameExists, TooManyGames, StoreFull, StoreUnavailable, ValueError (no envelopes).
+        """
+        if not envelopes:
+            raise ValueError("a game has at least one envelope")
+        args: list[bytes | str | int] = [len(envelopes), *envelopes, len(credentials)]
+        args += [item for field, value in credentials.items() for item in (field, value)]
+        args += [item for key, (first, last) in commands.items() for item in (key, f"{first} {last}")]
+        # A long game's script runs longer than a command's: bound it by its size too.
+        timeout = self._timeout + len(envelopes) / 10_000
+        async with _boundary(timeout, game_id):
+            await self._restore(
+                keys=self._game_keys(game_id, auth_key(game_id), commands_key(game_id)), args=args
+            )
+        score = "" if created is None else str(created)
+        try:
+            await self._write_index(game_id, score, listing, live, max_live)
+        except (StoreFull, TooManyGames):
+            with contextlib.suppress(StoreError):
+                async with _boundary(self._timeout, game_id):
+                    await self._client.delete(events_key(game_id), auth_key(game_id), commands_key(game_id))
             raise
 
     async def append(
@@ -394,9 +436,9 @@ class RedisEventStore:
             after = records[-1].version
         return records
 
-    def _game_keys(self, game_id: str, second: str) -> list[str]:
+    def _game_keys(self, game_id: str, *others: str) -> list[str]:
         # The notice channel rides along as a key on a standalone Redis (scripts publish on it).
-        keys = [events_key(game_id), second]
+        keys = [events_key(game_id), *others]
         if not self._cluster:
             keys.append(appended_channel(game_id, self._db))
         return keys
@@ -539,6 +581,13 @@ class RedisEventStore:
                 found.append(Listed(game_id.decode(), listing, Record(_version_of(entry_id), fields[FIELD])))
         return found
 
+    async def public_ids(self, limit: int, *, live: bool = False) -> list[str]:
+        """The newest `limit` listed games' ids (with `live`, of those still live), newest first: one
+        script on the index. Raises: StoreUnavailable."""
+        async with _boundary(self._timeout):
+            ids = await self._public_ids(keys=[PUBLIC_KEY, LIVE_KEY], args=[limit, "1" if live else "0"])
+        return [game_id.decode() for game_id in ids]
+
     async def live_games(self) -> int:
         """How many games are indexed as live. Raises: StoreUnavailable."""
         async with _boundary(self._timeout):
@@ -577,6 +626,33 @@ class RedisEventStore:
             missing += [game_id.decode() for game_id, member in zip(ids, known, strict=True) if not member]
             start += READ_CHUNK
         return missing
+
+    async def write_presence(self, node: str, values: Mapping[str, bytes | None], ttl: float) -> None:
+        """Set (HSET, then PEXPIRE the hash) or remove (HDEL) `node`'s field in each game's presence hash,
+        in one pipelined call (on a Cluster, one per node holding any of them). Raises: StoreUnavailable."""
+        if not values:
+            return
+        pipe = self._client.pipeline(transaction=False)
+        for game_id, value in values.items():
+            key = presence_key(game_id)
+            if value is None:
+                pipe.hdel(key, node)
+            else:
+                pipe.hset(key, node, value)
+                pipe.pexpire(key, max(1, int(ttl * 1000)))
+        async with _boundary(self._timeout):
+            await pipe.execute()
+
+    async def read_presence(self, game_ids: Sequence[str]) -> list[dict[str, bytes]]:
+        """HGETALL of each game's presence hash, in one pipelined call. Raises: StoreUnavailable."""
+        if not game_ids:
+            return []
+        pipe = self._client.pipeline(transaction=False)
+        for game_id in game_ids:
+            pipe.hgetall(presence_key(game_id))
+        async with _boundary(self._timeout):
+            replies = cast(list[dict[bytes, bytes]], await pipe.execute())
+        return [{field.decode(): value for field, value in reply.items()} for reply in replies]
 
     async def ping(self) -> bool:
         """Whether the store answers now."""

@@ -7,6 +7,8 @@ them live in one slot and a single script may touch them all:
     orchestra:{<game_id>}:auth      hash of the seat and watch credential hashes (secrets stay off events)
     orchestra:{<game_id>}:commands  hash command_key -> "first last" (the outcome a repeat gets back)
     orchestra:games                 sorted set of game ids, scored by creation time (Redis's clock, in us)
+    orchestra:{<game_id>}:presence  hash node id -> that node's connections to the game and when it said
+                                    so; expires unless written again (no part of the game: never archived)
 
 and the index of games beside it, every key of it in the slot of `orchestra:games` (their hash tag is
 that key's name), so that one script changes them all together, on a Cluster too:
@@ -46,6 +48,11 @@ def auth_key(game_id: str) -> str:
 def commands_key(game_id: str) -> str:
     """The game's command-key outcomes, for idempotent appends."""
     return f"orchestra:{{{game_id}}}:commands"
+
+
+def presence_key(game_id: str) -> str:
+    """Who is connected to the game, per node (server.engine.presence), beside its stream."""
+    return f"orchestra:{{{game_id}}}:presence"
 
 
 def appended_channel(game_id: str, db: int = 0) -> str:
@@ -101,6 +108,31 @@ redis.call('DEL', KEYS[2])
 if #ARGV > 1 then redis.call('HSET', KEYS[2], unpack(ARGV, 2)) end
 if KEYS[3] then redis.call('PUBLISH', KEYS[3], 1) end
 return redis.call('TIME')
+"""
+
+# KEYS: events, auth, commands[, channel]. ARGV: n, the n envelopes, c, c credential field/value pairs,
+# then command key/outcome ("first last") pairs -> n. A whole game written at once (an archived game coming
+# back), or nothing: EXISTS when the game exists. As in CREATE, XADD is the first write (a full Redis
+# refuses it, and so the whole game), and stale credentials or command records without a stream are
+# dropped. The hashes are written a thousand values at a time: Lua's unpack returns a bounded number.
+RESTORE = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return redis.error_reply('EXISTS') end
+local n = tonumber(ARGV[1])
+for i = 1, n do
+  redis.call('XADD', KEYS[1], '0-' .. i, 'e', ARGV[i + 1])
+end
+redis.call('DEL', KEYS[2], KEYS[3])
+local function hset(key, first, last)
+  for i = first, last, 1000 do
+    redis.call('HSET', key, unpack(ARGV, i, math.min(i + 999, last)))
+  end
+end
+local first_credential = n + 3
+local last_credential = n + 2 + 2 * tonumber(ARGV[n + 2])
+hset(KEYS[2], first_credential, last_credential)
+hset(KEYS[3], last_credential + 1, #ARGV)
+if KEYS[4] then redis.call('PUBLISH', KEYS[4], n) end
+return n
 """
 
 # Many appends in one call (standalone Redis only: in a Cluster the games' keys live in different slots).
@@ -189,6 +221,18 @@ LISTED = """
 local ids = redis.call('ZREVRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1)
 if #ids == 0 then return {{}, {}} end
 return {ids, redis.call('HMGET', KEYS[2], unpack(ids))}
+"""
+
+# KEYS: public, live. ARGV: how many, live only ('1' or '0') -> the ids of the newest listed games (with
+# live only, of the listed games in the live set), newest first. ZINTER walks the smaller of the two sets
+# (the live ones, normally), whatever the number of ended public games.
+PUBLIC_IDS = """
+local limit = tonumber(ARGV[1])
+if ARGV[2] ~= '1' then return redis.call('ZREVRANGE', KEYS[1], 0, limit - 1) end
+local ids = redis.call('ZINTER', 2, KEYS[1], KEYS[2], 'WEIGHTS', 1, 0)
+local newest = {}
+for i = #ids, math.max(1, #ids - limit + 1), -1 do newest[#newest + 1] = ids[i] end
+return newest
 """
 
 # KEYS: events, commands -> the game's version (0: no such game, nothing written). From now on every
