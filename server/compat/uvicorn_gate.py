@@ -11,23 +11,23 @@ while idle between requests (keep-alive) is not counted as refused, as before.
 
 A websocket stays counted until it closes: uvicorn upgrades a connection by handing the transport to
 its websocket protocol (`transport.set_protocol`); the HTTP protocol holds a view of the transport whose
-`set_protocol` makes the websocket protocol the gate's instead, so the gate still hears the close. The
-view's write methods are the transport's own (bound once), and after the upgrade the transport hands
-received data straight to the websocket protocol: frames cost what they did without the gate.
+`set_protocol` makes the websocket protocol the gate's instead, so the gate still hears the close. Once
+upgraded, the transport hands received data straight to the websocket protocol, which writes to the
+transport itself: frames cost what they did without the gate.
 
 What this relies on of uvicorn beyond its documented Config: `HttpToolsProtocol` (subclassed here to hear
 when a head, a request and a response are complete, through `on_headers_complete` and
 `on_message_complete`, httptools's parser callbacks uvicorn implements, and uvicorn's own
-`on_response_complete`), its constructor's arguments, and that its upgrade goes through
-`transport.set_protocol`. `missing()` lists what the installed uvicorn lacks; tests/compat runs the gate
-in a real uvicorn server.
+`on_response_complete`), its constructor's arguments, that its upgrade goes through
+`transport.set_protocol`, and that its websocket protocol keeps its transport as `transport` (should it
+not, frames go through the view: slower, still right). `missing()` lists what the installed uvicorn lacks;
+tests/compat runs the gate in a real uvicorn server.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable
 from typing import Any, ClassVar, cast
 
 import uvicorn
@@ -77,46 +77,64 @@ def missing(protocol: type = HttpToolsProtocol) -> list[str]:
 
 
 class _TransportView:
-    """The transport as the HTTP protocol, and after an upgrade the websocket protocol, sees it: the
-    transport's own methods (the ones in constant use bound once, so writes cost what they did), but
-    `set_protocol` hands the connection to the new protocol through the gate."""
+    """The transport as the HTTP protocol sees it: the transport itself, but for `set_protocol`, which hands
+    the connection to the new protocol through the gate."""
 
-    __slots__ = (
-        "_gate",
-        "_transport",
-        "write",
-        "writelines",
-        "is_closing",
-        "close",
-        "pause_reading",
-        "resume_reading",
-    )
-    write: Callable[[Any], None]
-    writelines: Callable[[Any], None]
-    is_closing: Callable[[], bool]
-    close: Callable[[], None]
-    pause_reading: Callable[[], None]
-    resume_reading: Callable[[], None]
+    __slots__ = ("_gate", "_transport")
 
     def __init__(self, transport: asyncio.Transport, gate: GatedHttpProtocol) -> None:
         self._gate = gate
         self._transport = transport
-        # What the protocols call on every connection or every frame; the rest is looked up on demand.
-        self.write = transport.write
-        self.writelines = transport.writelines
-        self.is_closing = transport.is_closing
-        self.close = transport.close
-        self.pause_reading = transport.pause_reading
-        self.resume_reading = transport.resume_reading
 
     def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
-        self._gate.hand_over(cast(asyncio.Protocol, protocol))
+        self._gate.hand_over(cast(asyncio.Protocol, protocol), self)
 
     def get_protocol(self) -> asyncio.BaseProtocol:
         return self._gate.inner
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._transport, name)
+    # The rest of asyncio.Transport, passed on.
+
+    def write(self, data: Any) -> None:
+        self._transport.write(data)
+
+    def writelines(self, list_of_data: Any) -> None:
+        self._transport.writelines(list_of_data)
+
+    def is_closing(self) -> bool:
+        return self._transport.is_closing()
+
+    def close(self) -> None:
+        self._transport.close()
+
+    def abort(self) -> None:
+        self._transport.abort()
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self._transport.get_extra_info(name, default)
+
+    def pause_reading(self) -> None:
+        self._transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        self._transport.resume_reading()
+
+    def is_reading(self) -> bool:
+        return self._transport.is_reading()
+
+    def write_eof(self) -> None:
+        self._transport.write_eof()
+
+    def can_write_eof(self) -> bool:
+        return self._transport.can_write_eof()
+
+    def get_write_buffer_size(self) -> int:
+        return self._transport.get_write_buffer_size()
+
+    def get_write_buffer_limits(self) -> tuple[int, int]:
+        return self._transport.get_write_buffer_limits()
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        self._transport.set_write_buffer_limits(high, low)
 
 
 class _WatchedHttp(HttpToolsProtocol):
@@ -246,7 +264,7 @@ class GatedHttpProtocol(asyncio.Protocol):
         if not self._unanswered and self._awaiting and self._timer is None:
             self._arm()
 
-    def hand_over(self, protocol: asyncio.Protocol) -> None:
+    def hand_over(self, protocol: asyncio.Protocol, view: _TransportView) -> None:
         """The connection now speaks `protocol` (a websocket): the gate stays the transport's protocol,
         to hear the close, and the transport calls the new protocol's own methods for all the rest."""
         self._disarm()
@@ -256,6 +274,9 @@ class GatedHttpProtocol(asyncio.Protocol):
         # data_received up again when it is set: data goes to the websocket protocol with no call between.
         vars(self).update({name: getattr(protocol, name) for name in _HANDED})
         self.transport.set_protocol(self)
+        # And the protocol writes to the transport itself: the view was needed for the upgrade alone.
+        if getattr(protocol, "transport", None) is view:
+            protocol.transport = self.transport  # type: ignore[attr-defined]
 
     # Deadlines and refusals.
 
