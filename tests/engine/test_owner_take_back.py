@@ -4,6 +4,7 @@ whole views that equal the view re-folded from the stream, on the node that wrot
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 import msgspec
@@ -234,4 +235,59 @@ async def test_verify_decides_each_take_back_again() -> None:
         report = verify(resigned(version, event, seat), keys=keys)
         assert not report.ok and report.bad_version == version, (version, event)
         assert "rules" in (report.problem or ""), report.problem
+    await games.close()
+
+
+# A number in JSON (not digits within a string: hashes, timestamps, ids).
+NUMBER = re.compile(rb"(?<=[:,\[])-?\d+(?=[,\]}])")
+
+
+async def test_a_take_back_frame_after_placement_1000_is_no_larger_than_one_after_placement_10() -> None:
+    """Seat 0 takes a rare chair every other placement while seats 1 and 2 contest the Cello (as the size
+    test of test_folded.py); every seventh placement is taken back and made again. The take-back's frame
+    follows the change (a token leaving, a chair coming back), never the hundreds of tokens in the space."""
+    games = Games(MemoryEventStore(), max_placements=2_000)
+    game = await live(games)
+    frames: list[bytes] = []
+
+    class Sent:
+        def put(self, data: bytes) -> None:
+            frames.append(data)
+
+    game.follow(Follower(Sent(), "delta"))  # type: ignore[arg-type]
+    contest = [1] + [seat for _ in range(600) for seat in (2, 2, 1, 1)]
+    taken: list[tuple[int, str]] = []  # (frame index, kind of the placement taken back)
+    for number in range(1_100):
+        if number % 2 == 0:
+            command = Place(
+                seat=0, id=f"c{number:04}", token=InstrumentToken("rare_winds"), space="rare_winds"
+            )
+        else:
+            command = Place(seat=contest[number // 2], id=f"c{number:04}", token=STRINGS, space="cello")
+        placed = await games.handle(game.game_id, command)
+        if number % 7 == 3:
+            kind = msgspec.json.decode(placed.envelopes[0])["event"]
+            await games.handle(game.game_id, TakeBack(seat=command.seat, id=f"t{number:04}"))
+            taken.append((len(frames) - 1, f"{kind['type']}:{kind.get('reason', kind['space'])}"))
+            await games.handle(game.game_id, msgspec.structs.replace(command, id=f"r{number:04}"))
+    assert game.folded.board.view.scores[0].chairs.count("rare_winds") == 550
+
+    def sizes(start: int) -> dict[str, tuple[int, int]]:
+        """The first take-back frame of each kind from frame `start` on: its size, and its size with every
+        number written in one digit."""
+        found: dict[str, tuple[int, int]] = {}
+        for index, kind in taken:
+            if index >= start:
+                frame = frames[index]
+                assert b'"PlacementTakenBack"' in frame
+                found.setdefault(kind, (len(frame), len(NUMBER.sub(b"0", frame))))
+        return found
+
+    early, late = sizes(10), sizes(1_000)
+    assert set(early) == set(late) and len(early) >= 3, early
+    for kind, (size, shape) in early.items():
+        late_size, late_shape = late[kind]
+        assert late_shape <= shape, kind
+        assert late_size <= size + 20, kind  # only numbers grow: versions, indices, counts
+        assert late_size < 1_000
     await games.close()
