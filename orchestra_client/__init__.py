@@ -13,8 +13,13 @@ When the connection drops (not when the server refuses it), it reconnects by its
 to the last version it saw and re-sends unanswered commands with their ids, which the server answers
 once.
 
+Presence: `client.presence` holds who is at the table (`seats`, each with `online`, and `spectators`),
+from the `presence` frames that follow the welcome and each change (they update it and are not yielded
+by `next_frame` or `frames`); `await client.wait_for_presence(check)` waits for a state.
+
 HTTP helpers: `await create_game(base_url, ["Ada", "Ben"])` (the seats and their secret tokens, shown
-once), `await get_view(base_url, game_id, at=N)` and `await get_events(base_url, game_id, after=N)`.
+once), `await get_view(base_url, game_id, at=N)`, `await get_presence(base_url, game_id)` and
+`await get_events(base_url, game_id, after=N)`.
 
 Demo bots (`client.bots`): `await play_bot(base_url, game_id, seat_token, pace=(0.5, 1.5), rng_seed=1,
 max_placements=12)` places random legal tokens (the domain's own `legal_spaces` on the layout of the
@@ -23,7 +28,7 @@ game ends or the quota is done; the bot of seat 0 then ends the game. `orchestra
 them (Ada, Ben, Cy) against a server it starts, and prints the link to watch them.
 """
 
-from orchestra_client.http import create_game, get_events, get_view
+from orchestra_client.http import create_game, get_events, get_presence, get_view
 from orchestra_client.session import (
     ConnectionRefused,
     DeltaMismatch,
@@ -40,5 +45,6 @@ __all__ = [
     "apply_delta",
     "create_game",
     "get_events",
+    "get_presence",
     "get_view",
 ]

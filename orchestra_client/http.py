@@ -39,13 +39,29 @@ async def create_game(
 async def get_view(
     base_url: str, game_id: str, at: int | None = None, token: str | None = None
 ) -> dict[str, Any]:
-    """GET /games/{id} (`?at=N`). Raises: httpx.HTTPStatusError."""
+    """The view: GET /games/{id} (`?at=N`), without the `presence` the view now comes with (see
+    `get_presence`). Raises: httpx.HTTPStatusError."""
+    view = await _get_game(base_url, game_id, at, token)
+    view.pop("presence", None)
+    return view
+
+
+async def get_presence(base_url: str, game_id: str, token: str | None = None) -> dict[str, Any]:
+    """Who is at the table now (`seats`, each with `online`; `spectators`): GET /games/{id}'s `presence`.
+
+    Raises: httpx.HTTPStatusError.
+    """
+    presence: dict[str, Any] = (await _get_game(base_url, game_id, None, token))["presence"]
+    return presence
+
+
+async def _get_game(base_url: str, game_id: str, at: int | None, token: str | None) -> dict[str, Any]:
     params = {"at": str(at)} if at is not None else None
     async with httpx.AsyncClient(base_url=base_url, timeout=10) as http:
         response = await http.get(f"/games/{game_id}", params=params, headers=_headers(token))
         response.raise_for_status()
-        view: dict[str, Any] = response.json()
-        return view
+        body: dict[str, Any] = response.json()
+        return body
 
 
 async def get_events(

@@ -7,7 +7,7 @@ import contextlib
 import itertools
 import random
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import msgspec
@@ -100,6 +100,9 @@ class GameClient:
         self.version = 0
         self.envelopes: list[Json] = []  # every envelope received, in order of arrival
         self.received: list[Json] = []  # every frame received, in order (for tests and tools)
+        # Who is at the table: the last presence frame's `seats` and `spectators` (None before the first).
+        self.presence: Json | None = None
+        self._presence_seen = asyncio.Event()
         self.reconnects = 0
         self.closed_with: tuple[int | None, str] | None = None
         self._ws: ClientConnection | None = None
@@ -182,7 +185,8 @@ class GameClient:
         await self._ws.send(data)
 
     async def next_frame(self, timeout: float = 10.0) -> Json:
-        """The next frame that is not an answer to a command sent with `send` (events, rejections...).
+        """The next frame that is not an answer to a command sent with `send` (events, rejections...;
+        presence frames only update `presence`).
 
         Raises: TimeoutError; ConnectionRefused when the session ended.
         """
@@ -201,6 +205,20 @@ class GameClient:
                 self._frames.put_nowait(None)
                 return
             yield frame
+
+    async def wait_for_presence(self, check: Callable[[Json], bool], timeout: float = 30.0) -> Json:
+        """Wait until `client.presence` satisfies `check` (it changes with each presence frame); return it.
+
+        Raises: TimeoutError.
+        """
+
+        async def reached() -> Json:
+            while self.presence is None or not check(self.presence):
+                self._presence_seen.clear()
+                await self._presence_seen.wait()
+            return self.presence
+
+        return await asyncio.wait_for(reached(), timeout)
 
     async def wait_for_version(self, version: int, timeout: float = 10.0) -> None:
         """Wait until envelopes up to `version` have arrived. Raises: TimeoutError."""
@@ -309,6 +327,10 @@ class GameClient:
     def _dispatch(self, frame: Json) -> None:
         self.received.append(frame)
         kind = frame.get("type")
+        if kind == "presence":  # kept in `presence`, not queued: next_frame() yields the game's frames
+            self.presence = {"seats": frame["seats"], "spectators": frame["spectators"]}
+            self._presence_seen.set()
+            return
         if kind in ("accepted", "rejected") and frame.get("id") in self._pending:
             _, future = self._pending[frame["id"]]
             if not future.done():

@@ -53,6 +53,10 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # Bytes of encoded view kept per game, so that a whole view re-encodes only the spaces that changed;
     # the spaces past the budget are encoded again each time a whole view is sent.
     view_cache_bytes: int = 32 * 1024
+    # Presence (who is connected to each game, on every node): each node writes its connections to Redis
+    # again every heartbeat (seconds); a node's not written again within the expiry no longer count.
+    presence_heartbeat: float = 5.0
+    presence_expiry: float = 15.0
     log_level: str = "info"
     # permessage-deflate on websockets: saves bandwidth on slow links, costs CPU per recipient per frame.
     ws_compression: bool = False
@@ -68,6 +72,11 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     signing_retired_keys: str | None = None
     # Test only: a named failpoint to trigger (for example "exit_after_append").
     failpoint: str | None = None
+
+    def __post_init__(self) -> None:
+        if not 0 < self.presence_heartbeat < self.presence_expiry:
+            # A live node's presence would age out between two of its writes.
+            raise ValueError("presence_expiry must be longer than presence_heartbeat (> 0)")
 
 
 ENV_NAMES = tuple(PREFIX + name.upper() for name in Settings.__struct_fields__)

@@ -18,6 +18,8 @@ import msgspec
 
 from domain import GameCreated, GameEnded
 from server.engine import envelope
+from server.engine.presence import Presence
+from server.protocol.frames import Presence as PresenceNow
 from server.store import EventStore, Listed, StoreError
 
 log = logging.getLogger(__name__)
@@ -33,12 +35,13 @@ class Listing(msgspec.Struct, frozen=True):
 
 
 class GameSummary(msgspec.Struct, frozen=True):
-    """A game in the list of games."""
+    """A game in the list of games (with who is at its table now, in GET /games)."""
 
     game_id: str
     players: list[str]
     version: int
     ended: bool
+    presence: PresenceNow | None = None
 
 
 class _Tag(msgspec.Struct):
@@ -73,10 +76,15 @@ def summary_of(listed: Listed) -> GameSummary | None:
     return GameSummary(listed.game_id, players, listed.last.version, ended)
 
 
-async def summaries(store: EventStore, limit: int) -> list[GameSummary]:
-    """The newest `limit` public games, newest first. Raises: StoreUnavailable."""
+async def summaries(store: EventStore, limit: int, presence: Presence | None = None) -> list[GameSummary]:
+    """The newest `limit` public games, newest first; with `presence`, each with its presence now (read
+    in one more call). Raises: StoreUnavailable."""
     found = [summary_of(listed) for listed in await store.listed(limit)]
-    return [summary for summary in found if summary is not None]
+    games = [summary for summary in found if summary is not None]
+    if presence is None or not games:
+        return games
+    now = await presence.of([(game.game_id, len(game.players)) for game in games])
+    return [msgspec.structs.replace(game, presence=p) for game, p in zip(games, now, strict=True)]
 
 
 async def backfill(store: EventStore) -> int:

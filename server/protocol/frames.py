@@ -158,6 +158,29 @@ class HistoryFrame(msgspec.Struct, frozen=True, tag_field="type", tag="events"):
     envelopes: list[EnvelopeJson]
 
 
+class SeatPresence(msgspec.Struct, frozen=True):
+    """Whether a seat has at least one open connection, on any node."""
+
+    seat: Seat
+    online: bool
+
+
+class Presence(msgspec.Struct, frozen=True):
+    """Who is at the table now: each seat in seat order, and how many spectator connections watch, on
+    every node. Not a fact of the game: it never enters the stream (`GET /games/{id}` carries it too)."""
+
+    seats: list[SeatPresence]
+    spectators: Annotated[int, msgspec.Meta(ge=0)]
+
+
+class PresenceFrame(msgspec.Struct, frozen=True, tag_field="type", tag="presence"):
+    """Who is at the table: sent after the welcome, then whenever it changes (at most one a second per
+    game)."""
+
+    seats: list[SeatPresence]
+    spectators: Annotated[int, msgspec.Meta(ge=0)]
+
+
 encode = msgspec.json.Encoder().encode
 
 

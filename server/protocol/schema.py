@@ -2,7 +2,8 @@
 
 The document is portable: standard keywords only, patterns in the subset ECMA-262 and Python share (see
 domain.patterns), so strict validators (ajv in strict mode) compile it as served. Its entry points are
-`$defs/ClientFrame` and `$defs/ServerFrame`; the root accepts a frame of either direction.
+`$defs/ClientFrame`, `$defs/ServerFrame` and `$defs/Game` (GET /games/{id}); the root accepts a frame of
+either direction.
 
 msgspec's output is reshaped in three ways:
 - a tagged union (msgspec writes `anyOf` with OpenAPI's `discriminator`, which is no JSON Schema keyword)
@@ -55,6 +56,7 @@ SERVER_FRAMES = (
     EventsFrame,
     DeltaFrame,
     frames.HistoryFrame,
+    frames.PresenceFrame,
 )
 # The definition named for each tagged union, by one of its members (a union without one stays inline).
 UNIONS = {
@@ -63,6 +65,21 @@ UNIONS = {
     "ChairSpaceView": "SpaceView",
     "ChairSpaceAdded": "SpaceAdded",
 }
+# GET /games/{id}: the view now, with the presence now beside its fields (presence is no part of the view,
+# which is a fold of the game's events alone).
+GAME: dict[str, Any] = {
+    "description": "GET /games/{id}: the view now, and beside its fields who is at the table now.",
+    "allOf": [
+        {"$ref": REF.format(name="View")},
+        {
+            "type": "object",
+            "properties": {"presence": {"$ref": REF.format(name="Presence")}},
+            "required": ["presence"],
+        },
+    ],
+}
+# The definitions a client starts from: the frames of both directions, and the body of GET /games/{id}.
+ENTRY_POINTS = ("ClientFrame", "ServerFrame", "Game")
 # Fields that a frame of that shape never carries: the three `events` shapes exclude one another.
 ABSENT = {"EventsFrame": ("view_delta",), "DeltaFrame": ("view",), "HistoryFrame": ("view", "view_delta")}
 # Fields with a default in Python that every envelope carries all the same (only `key` and `sig` may be
@@ -79,6 +96,7 @@ def document() -> bytes:
 def build() -> dict[str, Any]:
     """The schema as a JSON object."""
     types: tuple[Any, ...] = (*CLIENT_FRAMES, *SERVER_FRAMES, Envelope, Event, View, ViewDelta)
+    types += (frames.Presence,)  # GET /games/{id}'s (see GAME)
     _, components = msgspec.json.schema_components(types, ref_template=REF)
     unions: dict[str, Any] = {}  # the named unions met on the way
     defs: dict[str, Any] = {name: _portable(schema, unions) for name, schema in components.items()}
@@ -89,14 +107,16 @@ def build() -> dict[str, Any]:
         defs[name]["required"] = [*defs[name]["required"], *fields]
     defs["ClientFrame"] = _one_of(t.__name__ for t in CLIENT_FRAMES)
     defs["ServerFrame"] = _one_of(t.__name__ for t in SERVER_FRAMES)
+    defs["Game"] = GAME
     return {
         "$schema": DIALECT,
         "title": "Orchestra wire protocol v1",
         "description": (
             "Validate a frame a client sends against #/$defs/ClientFrame, a frame the server sends against "
             "#/$defs/ServerFrame; envelopes (#/$defs/Envelope, also the lines of GET /games/{id}/events), "
-            "views (#/$defs/View, also GET /games/{id}) and view deltas (#/$defs/ViewDelta) have their own "
-            "definitions. The root accepts a frame of either direction."
+            "views (#/$defs/View, also GET /games/{id}?at=N) and view deltas (#/$defs/ViewDelta) have their "
+            "own definitions, and so has GET /games/{id} (#/$defs/Game: the view and the presence now). The "
+            "root accepts a frame of either direction."
         ),
         "oneOf": [{"$ref": REF.format(name="ClientFrame")}, {"$ref": REF.format(name="ServerFrame")}],
         "$defs": dict(sorted(defs.items())),

@@ -23,6 +23,7 @@ from server.config import Settings
 from server.connections import ConnectionLimits
 from server.engine import listing
 from server.engine.games import Games
+from server.engine.presence import Presence
 from server.metrics import Metrics
 from server.ops import signing_keys
 from server.ops.embedded_redis import EmbeddedRedis
@@ -102,7 +103,11 @@ def create_app(
             view_cache_bytes=settings.view_cache_bytes,
             signer=signer,
         )
-        ctx = Context(settings=settings, games=games, metrics=metrics, embedded=embedded, keys=keys)
+        presence = Presence(opened, heartbeat=settings.presence_heartbeat, expiry=settings.presence_expiry)
+        presence.start()
+        ctx = Context(
+            settings=settings, games=games, presence=presence, metrics=metrics, embedded=embedded, keys=keys
+        )
         app.state.ctx = ctx
         # Games written before the store's index existed are indexed meanwhile (server.engine.listing).
         backfilling = asyncio.get_running_loop().create_task(listing.backfill_logged(opened))
@@ -119,6 +124,7 @@ def create_app(
             backfilling.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await backfilling
+            await presence.close()  # this node's connections stop counting at once, not after the expiry
             await games.close()  # a command still waiting is answered unavailable, not dropped
             if store is None:
                 await opened.close()

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from server.config import Settings
 from server.engine.games import Games
+from server.engine.presence import Presence
 from server.engine.signing import Keyring
 from server.metrics import Metrics
 from server.ops.embedded_redis import EmbeddedRedis
@@ -18,6 +19,8 @@ class Context:
 
     settings: Settings
     games: Games
+    # Who is connected to each game, on every node (server.engine.presence).
+    presence: Presence
     metrics: Metrics = field(default_factory=Metrics)
     embedded: EmbeddedRedis | None = None
     # The public keys of this node's signing key and of its retired ones (GET /signing-keys).

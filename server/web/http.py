@@ -108,14 +108,15 @@ async def list_games(request: Request) -> Response:
     if limit is None:
         return error(400, "bad_request", "limit must be an integer from 1 to 1000")
     try:
-        found = await listing.summaries(ctx.games.store, limit)
+        found = await listing.summaries(ctx.games.store, limit, ctx.presence)
     except StoreError:
         return unavailable()
     return json(found)
 
 
 async def get_game(request: Request) -> Response:
-    """GET /games/{id}: the view now, or `?at=N` as it was after event N."""
+    """GET /games/{id}: the view now with, beside its fields, `presence` (who is at the table now: no
+    part of the view, which is the events' alone); or `?at=N`, the view as it was after event N."""
     ctx: Context = request.app.state.ctx
     game_id = request.path_params["game_id"]
     try:
@@ -126,7 +127,9 @@ async def get_game(request: Request) -> Response:
         assert game is not None
         at = request.query_params.get("at")
         if at is None:
-            return Response(game.folded.view_json, media_type="application/json")
+            view = game.folded.view_json
+            [presence] = await ctx.presence.of([(game_id, len(game.folded.board.game.players))])
+            return Response(_beside(view, b"presence", _encode(presence)), media_type="application/json")
         version = _int(at, default=None, low=1, high=game.version)
         if version is None:
             return error(400, "bad_request", f"at must be an integer from 1 to {game.version}")
@@ -213,6 +216,12 @@ async def may_read(request: Request, ctx: Context, game_id: str, game: LiveGame 
     return error(
         403, "forbidden", "this game is private: send its watch token or a seat token as a Bearer token"
     )
+
+
+def _beside(document: bytes, name: bytes, value: bytes) -> bytes:
+    """A JSON object's encoding with one more field, last (the object is not decoded again)."""
+    assert document.endswith(b"}") and document != b"{}"
+    return b'%s,"%s":%s}' % (document[:-1], name, value)
 
 
 async def _read_body(request: Request, limit: int) -> bytes | None:

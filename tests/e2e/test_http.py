@@ -149,7 +149,11 @@ async def test_at_n_is_the_view_clients_saw_at_version_n(http: httpx.AsyncClient
         assert response.status_code == 200
         assert response.json() == view
         assert view is not None and view["version"] == version
-    assert (await http.get(f"/games/{game_id}")).json() == seen[len(moves) + 2]
+    # Without `at`, the view now and, beside its fields, who is at the table now (nobody is connected).
+    now = (await http.get(f"/games/{game_id}")).json()
+    offline = [{"seat": 0, "online": False}, {"seat": 1, "online": False}]
+    assert now.pop("presence") == {"seats": offline, "spectators": 0}
+    assert now == seen[len(moves) + 2]
 
 
 async def test_events_are_ndjson_in_order_and_after_n_skips_the_first_n(

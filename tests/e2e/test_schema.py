@@ -287,7 +287,8 @@ def played(api: Any) -> Played:
 def shape(frame: dict[str, Any]) -> str:
     """The definition a server frame should match."""
     if frame["type"] != "events":
-        return {"welcome": "Welcome", "accepted": "Accepted", "rejected": "RejectedFrame"}[frame["type"]]
+        kinds = {"welcome": "Welcome", "accepted": "Accepted", "rejected": "RejectedFrame"}
+        return {**kinds, "presence": "PresenceFrame"}[frame["type"]]
     return "EventsFrame" if "view" in frame else "DeltaFrame" if "view_delta" in frame else "HistoryFrame"
 
 
@@ -345,6 +346,7 @@ def test_the_game_covers_every_frame_event_and_rejection_a_client_can_cause(play
         "EventsFrame",
         "DeltaFrame",
         "HistoryFrame",
+        "PresenceFrame",
     }
     events = {(e["event"]["type"], e["event"].get("reason")) for e in played.envelopes}
     assert events == {

@@ -42,7 +42,15 @@ def test_the_root_is_2020_12_with_both_entry_points() -> None:
     assert client[:3] == ["#/$defs/Hello", "#/$defs/PlaceFrame", "#/$defs/EndGameFrame"]
     assert [b["$ref"] for b in DEFS["ServerFrame"]["oneOf"]] == [
         f"#/$defs/{name}"
-        for name in ("Welcome", "Accepted", "RejectedFrame", "EventsFrame", "DeltaFrame", "HistoryFrame")
+        for name in (
+            "Welcome",
+            "Accepted",
+            "RejectedFrame",
+            "EventsFrame",
+            "DeltaFrame",
+            "HistoryFrame",
+            "PresenceFrame",
+        )
     ]
 
 
@@ -54,10 +62,10 @@ def test_no_keyword_outside_json_schema_and_no_open_schema() -> None:
             assert node or path.endswith(("/properties", "/$defs")), path
 
 
-def test_every_reference_is_defined_and_every_definition_is_reachable_from_the_root() -> None:
+def test_every_reference_is_defined_and_every_definition_is_reachable_from_an_entry_point() -> None:
     refs = {node["$ref"] for _, node in walk(DOCUMENT) if isinstance(node, dict) and "$ref" in node}
     assert {ref.removeprefix("#/$defs/") for ref in refs} <= set(DEFS)
-    reached, todo = set(), ["ClientFrame", "ServerFrame"]
+    reached, todo = set(), list(schema.ENTRY_POINTS)
     while todo:
         name = todo.pop()
         if name not in reached:
@@ -160,3 +168,16 @@ def test_take_back_is_a_client_frame_and_its_event_an_event() -> None:
     assert DEFS["TakeBackFrame"]["additionalProperties"] is False
     assert {"$ref": "#/$defs/PlacementTakenBack"} in DEFS["Event"]["oneOf"]
     assert set(DEFS["PlacementTakenBack"]["required"]) == {"type", "seat", "version"}
+
+
+def test_get_games_id_is_the_view_with_the_presence_beside_its_fields() -> None:
+    """The view stays the events' alone; GET /games/{id} adds `presence`, the presence frame's fields."""
+    assert "presence" not in DEFS["View"]["properties"]
+    view, beside = DEFS["Game"]["allOf"]
+    assert view == {"$ref": "#/$defs/View"}
+    assert beside["properties"] == {"presence": {"$ref": "#/$defs/Presence"}}
+    assert beside["required"] == ["presence"]
+    frame = DEFS["PresenceFrame"]["properties"]
+    assert frame["type"] == {"const": "presence"}
+    assert {key: frame[key] for key in ("seats", "spectators")} == DEFS["Presence"]["properties"]
+    assert DEFS["SeatPresence"]["required"] == ["seat", "online"]
