@@ -3,11 +3,16 @@
 A trailer is the last line of an export (`GET /games/{id}/events?trailer=true`, `orchestra export`): a
 file that lost envelopes at its end no longer matches its trailer, and one that lost the trailer too
 has neither it nor (unless the game had ended) a signed end, which `verify` reports.
+
+An archive's trailer (`orchestra archive`) also carries the game's credentials: the hashes of its seat and
+watch tokens (never the tokens), under the trailer's signature, so that `orchestra import` can restore
+the right to play and watch the game, and no one can add a token of their own to the file unseen. An
+export's trailer has none: credentials are never served.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import msgspec
 
@@ -32,13 +37,51 @@ class Trailer(msgspec.Struct, frozen=True, tag="trailer", tag_field="type"):
     sig: str | None = None
 
 
+class ArchiveTrailer(msgspec.Struct, frozen=True, tag="trailer", tag_field="type"):
+    """An archive's trailer: a trailer with the game's credential hashes (a reader of `Trailer` skips
+    them). Decoded from an export's trailer, its credentials are empty."""
+
+    game_id: str
+    version: int
+    head: str
+    ended: bool
+    at: str
+    credentials: dict[str, str] = {}
+    key: str | None = None
+    sig: str | None = None
+
+
 decode_trailer = msgspec.json.Decoder(Trailer).decode
+_decode_archive_trailer = msgspec.json.Decoder(ArchiveTrailer).decode
 _encode = msgspec.json.Encoder().encode
 
 
-def trailer_line(game_id: str, records: Sequence[Record], at: str, signer: Signer) -> bytes:
-    """The signed trailer of an export ending with `records`' last (a whole game's: never empty)."""
+def trailer_line(
+    game_id: str,
+    records: Sequence[Record],
+    at: str,
+    signer: Signer,
+    credentials: Mapping[str, str] | None = None,
+) -> bytes:
+    """The signed trailer of an export ending with `records`' last (a whole game's: never empty); with
+    `credentials`, an archive's trailer carrying them."""
     last = records[-1]
     ended = isinstance(envelope.decode(last.data).event, GameEnded)
-    unsigned = Trailer(game_id, last.version, envelope.chain_hash(last.data), ended, at, key=signer.key_id)
+    head = envelope.chain_hash(last.data)
+    unsigned: Trailer | ArchiveTrailer
+    if credentials is None:
+        unsigned = Trailer(game_id, last.version, head, ended, at, key=signer.key_id)
+    else:
+        unsigned = ArchiveTrailer(
+            game_id, last.version, head, ended, at, dict(sorted(credentials.items())), key=signer.key_id
+        )
     return signer.sign(TRAILER, _encode(unsigned))
+
+
+def trailer_credentials(line: bytes) -> dict[str, str]:
+    """The credential hashes a trailer carries ({} for an export's). Check its signature first: only a
+    signed trailer's are the server's.
+
+    Raises: msgspec.DecodeError, msgspec.ValidationError (not a trailer).
+    """
+    return _decode_archive_trailer(line).credentials

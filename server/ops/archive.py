@@ -6,13 +6,20 @@ byte-identical to the stream and valid (signatures, hash chain, versions, rules)
 still at the archived version, in one atomic step: an archive never costs a game or an acknowledged
 command. An archive that fails lifts the fence.
 The file holds the stored bytes, signatures included, so it verifies offline (`orchestra verify --file`),
-and, when this machine has the signing key, a signed trailer stating its last version.
+and, when this machine has the signing key, a signed trailer stating its last version and carrying the
+game's credential hashes (so `orchestra import` can bring the game back whole).
+
+The file is written beside its place and renamed into it once verified, so FILE is either absent, as it
+was, or a verified archive. A run stopped between the file and the delete (killed, say) leaves the game
+fenced with its file in place: the same archive again finds the file holding the stream and verified, and
+only deletes the game.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -21,7 +28,7 @@ from domain import GameEnded
 from server.clock import utc_now
 from server.engine import envelope
 from server.engine.signing import Keyring, Signer
-from server.engine.trailer import trailer_line
+from server.engine.trailer import TRAILER_START, trailer_line
 from server.ops.verify import verify
 from server.store import ConcurrencyConflict, EventStore, StoreError
 
@@ -37,6 +44,7 @@ class Archived(msgspec.Struct, frozen=True):
     path: str
     envelopes: int
     bytes: int
+    reused: bool = False  # the file was in place already (from a run stopped before its delete)
 
 
 async def archive(
@@ -48,18 +56,28 @@ async def archive(
     signer: Signer | None = None,
     force: bool = False,
     allow_unsigned: bool = False,
+    failpoint: str | None = None,
 ) -> Archived:
     """Export `game_id` to `path`, verify the file with the public keys `keys`, and only then delete the
     game from the store. With `signer` (the servers' key, when this machine has it), the file ends with a
-    signed trailer stating its last version. `allow_unsigned`: accept envelopes recorded before signing.
+    signed trailer stating its last version and carrying the game's credential hashes. `allow_unsigned`:
+    accept envelopes recorded before signing. `failpoint` (tests): "archive_exit_before_delete" ends the
+    process once the file is in place, before the delete.
 
     Raises: ArchiveError (unknown or unfinished game, a file that does not verify), StoreUnavailable.
     """
-    if not await store.fence(game_id):
-        raise ArchiveError(f"no game {game_id!r}")
     try:
+        if not await store.fence(game_id):
+            raise ArchiveError(f"no game {game_id!r}")
         archived = await _export_and_delete(
-            store, game_id, path, keys=keys, signer=signer, force=force, allow_unsigned=allow_unsigned
+            store,
+            game_id,
+            path,
+            keys=keys,
+            signer=signer,
+            force=force,
+            allow_unsigned=allow_unsigned,
+            failpoint=failpoint,
         )
     except BaseException:
         with contextlib.suppress(StoreError):
@@ -77,31 +95,77 @@ async def _export_and_delete(
     signer: Signer | None,
     force: bool,
     allow_unsigned: bool,
+    failpoint: str | None,
 ) -> Archived:
     records = await store.read(game_id)
     if not records:
         raise ArchiveError(f"no game {game_id!r}")
     if not force and not isinstance(envelope.decode(records[-1].data).event, GameEnded):
         raise ArchiveError(f"game {game_id!r} has not ended (use --force to archive it anyway)")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = b"".join(r.data + b"\n" for r in records)
-    if signer is not None:
-        data += trailer_line(game_id, records, utc_now(), signer) + b"\n"
-    with open(path, "wb") as out:
-        out.write(data)
-        out.flush()
-        os.fsync(out.fileno())
-    lines = path.read_bytes().splitlines()
-    if lines[: len(records)] != [r.data for r in records] or len(lines) != len(records) + (
-        signer is not None
-    ):
-        raise ArchiveError(f"{path} does not read back as the stream; the game was kept")
-    report = verify(lines, keys=keys, game_id=game_id, allow_unsigned=allow_unsigned, complete=not force)
-    if not report.ok:
-        raise ArchiveError(f"the stream does not verify at version {report.bad_version}: {report.problem}")
+    stored = [r.data for r in records]
+
+    def check(lines: list[bytes]) -> str | None:
+        """Why `lines` are not a verified archive of the stream, or None."""
+        if _without_trailer(lines) != stored:
+            return "does not hold the stream's envelopes"
+        report = verify(lines, keys=keys, game_id=game_id, allow_unsigned=allow_unsigned, complete=not force)
+        if not report.ok:
+            return f"the stream does not verify at version {report.bad_version}: {report.problem}"
+        return None
+
+    existing = _read(path)
+    reused = existing is not None and check(existing) is None
+    if reused:
+        size = path.stat().st_size
+    else:
+        data = b"".join(line + b"\n" for line in stored)
+        if signer is not None:
+            credentials = await store.credentials(game_id)
+            data += trailer_line(game_id, records, utc_now(), signer, credentials) + b"\n"
+        size = len(data)
+        _write_verified(path, data, check)
+    if failpoint == "archive_exit_before_delete":
+        os._exit(3)  # a run killed between the file and the delete, for the resume tests
     # The fence stops every later append; deleting only at the archived version, atomically, makes sure.
     try:
         await store.delete(game_id, len(records))
     except ConcurrencyConflict:
         raise ArchiveError(f"game {game_id!r} moved on during the export; the game was kept") from None
-    return Archived(game_id=game_id, path=str(path), envelopes=len(records), bytes=len(data))
+    return Archived(game_id=game_id, path=str(path), envelopes=len(records), bytes=size, reused=reused)
+
+
+def _without_trailer(lines: list[bytes]) -> list[bytes]:
+    return lines[:-1] if lines and lines[-1].startswith(TRAILER_START) else lines
+
+
+def _read(path: Path) -> list[bytes] | None:
+    try:
+        return path.read_bytes().splitlines()
+    except FileNotFoundError:
+        return None
+
+
+def _write_verified(path: Path, data: bytes, check: Callable[[list[bytes]], str | None]) -> None:
+    """Write `data` beside `path`, read it back and `check` it, then rename it into place durably."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    part = path.with_name(f".{path.name}.part")
+    try:
+        with open(part, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        written = part.read_bytes()
+        problem = "does not read back as written" if written != data else check(written.splitlines())
+        if problem is not None:
+            raise ArchiveError(f"{path}: {problem}; the game was kept")
+        os.replace(part, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            part.unlink()
+        raise
+    # The rename is durable once the directory is: only then may the game leave the store.
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)

@@ -8,7 +8,7 @@ import json
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -121,12 +121,19 @@ def _parser() -> argparse.ArgumentParser:
         help="check a game's history",
         description="Check every envelope's signature, the hash chain and the versions, decide every event "
         "again with the rules, re-fold the stream and compare it with the server's live view and final "
-        "scores. With --file, check an exported or archived NDJSON file offline instead. Exits 1 and names "
-        "the first bad version when anything is wrong.",
+        "scores. With --file, check exported or archived NDJSON files offline instead (a folder stands for "
+        "its *.ndjson files; several are checked with progress on stderr and a summary). Exits 1 and names "
+        "the first bad version of each bad game when anything is wrong (130 when interrupted).",
     )
     check.add_argument("game", nargs="?", help="the game id (on the server; not with --file)")
     check.add_argument("--token", help="a watch or seat token, for a private game")
-    check.add_argument("--file", type=Path, metavar="FILE", help="an exported or archived game to check")
+    check.add_argument(
+        "--file",
+        type=Path,
+        nargs="+",
+        metavar="FILE",
+        help="exported or archived games (or folders) to check",
+    )
     _key_options(check)
     check.add_argument(
         "--against",
@@ -161,19 +168,67 @@ def _parser() -> argparse.ArgumentParser:
 
     keep = sub.add_parser(
         "archive",
-        help="export a finished game to NDJSON and delete it from Redis",
+        help="export finished games to NDJSON and delete them from Redis",
         description="Write a finished game's envelopes to FILE, read the file back and verify it, and only "
-        "then delete the game's stream and keys from Redis. Works with the server running (give "
-        "--redis-url, or the same --data-dir as the embedded server) or stopped.",
+        "then delete the game's stream and keys from Redis. With --all-ended or --ended-before, archive "
+        "every such game into --out-dir as <id>.ndjson, with progress on stderr and a summary; run it again "
+        "after an interruption to resume. Works with the server running (give --redis-url, or the same "
+        "--data-dir as the embedded server) or stopped. Exits 0 when all succeeded, 1 when some failed, "
+        "130 when interrupted.",
     )
-    keep.add_argument("game", help="the game id")
-    keep.add_argument("--out", type=Path, required=True, metavar="FILE", help="the NDJSON file to write")
-    keep.add_argument("--redis-url", help="the Redis holding the game (default: the embedded one)")
-    keep.add_argument("--data-dir", type=Path, default=Path("var"), help="the embedded Redis's data dir")
-    keep.add_argument("--force", action="store_true", help="archive even a game that has not ended")
+    keep.add_argument("game", nargs="?", help="the game id (with --out)")
+    keep.add_argument("--out", type=Path, metavar="FILE", help="the NDJSON file to write")
+    keep.add_argument("--all-ended", action="store_true", help="archive every game that has ended")
+    keep.add_argument(
+        "--ended-before",
+        metavar="DATE",
+        help="archive every game that ended before DATE (2025-01-31, or an ISO 8601 time; UTC unless said)",
+    )
+    keep.add_argument(
+        "--out-dir", type=Path, metavar="DIR", help="the folder of the files, with the two above"
+    )
+    _store_options(keep)
+    keep.add_argument(
+        "--force", action="store_true", help="archive even a game that has not ended (one game)"
+    )
     _key_options(keep, data_dir=False)
     keep.set_defaults(run=_archive)
+
+    restore = sub.add_parser(
+        "import",
+        help="restore archived games from their NDJSON files",
+        description="Check each file as `verify --file` does and write its game back into Redis, whole and "
+        "at once: its envelopes byte for byte, its command records, and its seat and watch credentials when "
+        "the archive carries them (archives made with the signing key do). A file that does not verify is "
+        "refused, and so is a game id the store holds with another history; one it holds the same (imported "
+        "before) is skipped. A folder stands for its *.ndjson files. Works with the server running or "
+        "stopped. Exits 0 when all succeeded, 1 when some failed, 130 when interrupted.",
+    )
+    restore.add_argument("files", nargs="+", type=Path, metavar="FILE", help="archive files or folders")
+    restore.add_argument(
+        "--skip-existing",
+        action="store_true",
+        help="skip a game whose id the store holds with another history",
+    )
+    restore.add_argument(
+        "--open",
+        action="store_true",
+        help="accept a file that ends neither with the game's signed end nor with a trailer",
+    )
+    _store_options(restore)
+    _key_options(restore, data_dir=False)
+    restore.set_defaults(run=_import)
     return parser
+
+
+def _store_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--redis-url", help="the Redis holding the games (default: the embedded one)")
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=Path("var"),
+        help="the embedded Redis's data dir, where the signing keys are too (default ./var)",
+    )
 
 
 def _key_options(parser: argparse.ArgumentParser, data_dir: bool = True) -> None:
@@ -367,12 +422,14 @@ def _verify(args: argparse.Namespace) -> int:
         keys = _local_keys(args)
         if keys is None:
             return 2
-        lines = _read_lines(args.file)
-        departed = _departed(str(args.file), lines, args, keys)
+        if len(args.file) > 1 or args.file[0].is_dir():
+            return _verify_files(args, keys)
+        lines = _read_lines(args.file[0])
+        departed = _departed(str(args.file[0]), lines, args, keys)
         if departed is not None:
             return departed
         report = verify(lines, keys=keys, allow_unsigned=args.allow_unsigned, complete=not args.open)
-        return _print_report(str(args.file), report, live=False)
+        return _print_report(str(args.file[0]), report, live=False)
     base = f"{args.server.rstrip('/')}/games/{args.game}"
     if args.public_key:
         keys = _given_keys(args.public_key)
@@ -407,6 +464,18 @@ def _verify(args: argparse.Namespace) -> int:
         allow_unsigned=args.allow_unsigned,
     )
     return _print_report(f"game {args.game}", report, live=True)
+
+
+def _verify_files(args: argparse.Namespace, keys: Any) -> int:
+    from server.ops.bulk import files_of, verify_all
+    from server.ops.progress import Progress
+
+    if args.against is not None:
+        print("orchestra: --against checks one game or file, not several", file=sys.stderr)
+        return 2
+    files = files_of(args.file)
+    progress = Progress("verify", done_word="verified")
+    return verify_all(files, progress, keys=keys, allow_unsigned=args.allow_unsigned, complete=not args.open)
 
 
 def _read_lines(path: Path) -> list[bytes]:
@@ -538,37 +607,48 @@ def _signing_key(args: argparse.Namespace) -> int:
 
 
 def _archive(args: argparse.Namespace) -> int:
-    from server.config import from_env
-    from server.engine.signing import SigningKeyError
-    from server.ops import signing_keys
     from server.ops.archive import ArchiveError, archive
-    from server.ops.embedded_redis import URL_NAME, DataDirLocked, EmbeddedRedis
-    from server.store import StoreError
-    from server.store.redis import RedisEventStore
+    from server.ops.bulk import archive_all, parse_date
+    from server.ops.progress import Progress
 
+    bulk = args.all_ended or args.ended_before is not None
+    if bulk and (args.game or args.out or args.force or args.out_dir is None):
+        print(
+            "orchestra: --all-ended or --ended-before DATE takes --out-dir DIR (and no game)", file=sys.stderr
+        )
+        return 2
+    if not bulk and (args.game is None or args.out is None or args.out_dir is not None):
+        print(
+            "orchestra: give a game and --out FILE, or --all-ended/--ended-before and --out-dir",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        before = parse_date(args.ended_before) if args.ended_before is not None else None
+    except ValueError:
+        print(
+            f"orchestra: --ended-before {args.ended_before!r} is not a date or an ISO 8601 time",
+            file=sys.stderr,
+        )
+        return 2
     keys = _local_keys(args)
     if keys is None:
         return 2
-    try:  # the trailer is signed when this machine has the servers' key
-        signer = signing_keys.load_signer(from_env(data_dir=str(args.data_dir)), create=False)
-    except (ValueError, SigningKeyError, OSError):
-        signer = None
+    signer, settings = _local_signer(args.data_dir)
 
-    async def run() -> int:
-        embedded: EmbeddedRedis | None = None
-        url = args.redis_url
-        if url is None:
-            embedded = EmbeddedRedis(args.data_dir)
-            try:
-                url = await embedded.start()
-            except DataDirLocked:  # the server runs on this data dir: use its Redis
-                embedded = None
-                try:  # 0600: readable by the server's user only
-                    url = (args.data_dir / URL_NAME).read_text().strip()
-                except OSError as exc:
-                    print(f"orchestra: cannot read the running server's {URL_NAME}: {exc}", file=sys.stderr)
-                    return 1
-        store = await RedisEventStore.from_url(url)
+    async def run(store: Any) -> int:
+        if bulk:
+            progress = Progress("archive", done_word="archived")
+            return await archive_all(
+                store,
+                args.out_dir,
+                progress,
+                keys=keys,
+                signer=signer,
+                before=before,
+                allow_unsigned=args.allow_unsigned,
+                failpoint=settings.failpoint if settings is not None else None,
+            )
         try:
             done = await archive(
                 store,
@@ -578,19 +658,80 @@ def _archive(args: argparse.Namespace) -> int:
                 signer=signer,
                 force=args.force,
                 allow_unsigned=args.allow_unsigned,
+                failpoint=settings.failpoint if settings is not None else None,
             )
-        except (ArchiveError, StoreError) as exc:
+        except (ArchiveError, OSError) as exc:
             print(f"orchestra: {exc}", file=sys.stderr)
             return 1
-        finally:
-            await store.close()
-            if embedded is not None:
-                await embedded.stop()
         print(f"game {done.game_id}: {done.envelopes} envelopes ({done.bytes} bytes) archived to {done.path}")
         print("verified and deleted from Redis")
         return 0
 
-    return asyncio.run(run())
+    return _with_store(args, run)
+
+
+def _import(args: argparse.Namespace) -> int:
+    from server.ops.bulk import files_of, import_all
+    from server.ops.progress import Progress
+
+    keys = _local_keys(args)
+    if keys is None:
+        return 2
+    _, settings = _local_signer(args.data_dir)
+    files = files_of(args.files)
+
+    async def run(store: Any) -> int:
+        progress = Progress("import", done_word="imported")
+        return await import_all(
+            store,
+            files,
+            progress,
+            keys=keys,
+            allow_unsigned=args.allow_unsigned,
+            complete=not args.open,
+            skip_existing=args.skip_existing,
+            max_live=settings.max_games if settings is not None else 0,
+        )
+
+    return _with_store(args, run)
+
+
+def _local_signer(data_dir: Path) -> tuple[Any, Settings | None]:
+    """The servers' signer when this machine has the key (else None), and the local settings."""
+    from server.config import from_env
+    from server.engine.signing import SigningKeyError
+    from server.ops import signing_keys
+
+    try:
+        settings = from_env(data_dir=str(data_dir))
+    except ValueError:
+        return None, None
+    try:  # an archive's trailer is signed when this machine has the servers' key
+        return signing_keys.load_signer(settings, create=False), settings
+    except (ValueError, SigningKeyError, OSError):
+        return None, settings
+
+
+def _with_store(args: argparse.Namespace, run: Callable[[Any], Awaitable[int]]) -> int:
+    """Run `run` on the store of --redis-url or --data-dir; its exit status (1 when the store fails, 130
+    when interrupted before the run could stop on its own)."""
+    from server.ops.embedded_redis import EmbeddedRedisError
+    from server.ops.local_store import LocalStoreError, opened
+    from server.ops.progress import INTERRUPTED
+    from server.store import StoreError
+
+    async def main() -> int:
+        async with opened(args.redis_url, args.data_dir) as store:
+            return await run(store)
+
+    try:
+        return asyncio.run(main())
+    except (LocalStoreError, StoreError, EmbeddedRedisError) as exc:
+        print(f"orchestra: {exc}", file=sys.stderr)
+        return 1
+    except (KeyboardInterrupt, asyncio.CancelledError):  # stopped before the run could stop on its own
+        print("orchestra: interrupted", file=sys.stderr)
+        return INTERRUPTED
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,0 +1,239 @@
+"""Bulk `orchestra archive --all-ended/--ended-before --out-dir`, `import` and `verify --file` of a folder,
+each on a Redis of its own: progress lines when stderr is not a terminal, a summary, exit codes, and a run
+stopped midway (Ctrl-C, or a process killed between a file and its delete) that the same command
+completes without losing or doubling a game."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, cast
+
+import msgspec
+import pytest
+import redis
+from support.e2e import PERF, expect_accepted, new_game
+from support.redis import RedisProcess
+
+from orchestra_client import GameClient
+
+pytestmark = [pytest.mark.e2e, pytest.mark.integration]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "server.ops.cli", *args]
+
+
+def child_env(**settings: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRA_")}
+    env.update({f"ORCHESTRA_{name.upper()}": value for name, value in settings.items()})
+    return env
+
+
+async def cli(*args: str, **settings: str) -> subprocess.CompletedProcess[str]:
+    return await asyncio.to_thread(
+        subprocess.run,
+        command(*args),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=child_env(**settings),
+    )
+
+
+class Deployment:
+    """A server on a Redis of its own, and the options that reach both from the command line."""
+
+    def __init__(self, redis_process: RedisProcess, server: Any) -> None:
+        self.redis, self.server = redis_process, server
+        self.options = ("--redis-url", redis_process.url, "--data-dir", str(server.directory / "var"))
+
+    def games(self) -> set[str]:
+        client = redis.Redis.from_url(self.redis.url)
+        try:
+            return {
+                game_id.decode() for game_id in cast(list[bytes], client.zrange("orchestra:games", 0, -1))
+            }
+        finally:
+            client.close()
+
+    def fenced(self, game_id: str) -> bool:
+        client = redis.Redis.from_url(self.redis.url)
+        try:
+            return bool(client.hexists(f"orchestra:{{{game_id}}}:commands", "!fenced"))
+        finally:
+            client.close()
+
+    async def ended_games(self, count: int) -> list[str]:
+        async def one() -> str:
+            game_id, tokens = await new_game(self.server.url, ["Ada"])
+            assert isinstance(game_id, str)
+            async with await GameClient.connect(self.server.url, game_id, tokens[0], reconnect=False) as ada:
+                expect_accepted(await ada.place(PERF, "viola"))
+                expect_accepted(await ada.end_game())
+            return game_id
+
+        made: list[str] = []
+        for start in range(0, count, 10):
+            made += list(await asyncio.gather(*(one() for _ in range(min(10, count - start)))))
+        return made
+
+
+@pytest.fixture
+def deployment(start_server: Callable[..., Any], tmp_path: Path) -> Iterator[Deployment]:
+    own = RedisProcess(tmp_path / "redis").start()
+    try:
+        yield Deployment(own, start_server(redis_url=own.url))
+    finally:
+        own.stop()
+
+
+def files(folder: Path) -> set[str]:
+    return {path.stem for path in folder.glob("*.ndjson")}
+
+
+def tamper(redis_url: str, game_id: str, version: int) -> None:
+    """Change one stored envelope's event in place: its signature no longer holds."""
+    client = redis.Redis.from_url(redis_url)
+    try:
+        key = f"orchestra:{{{game_id}}}:events"
+        entries = cast(list[tuple[bytes, dict[bytes, bytes]]], client.xrange(key))
+        client.delete(key)
+        for entry_id, fields in entries:
+            data = fields[b"e"]
+            if entry_id == f"0-{version}".encode():
+                raw = msgspec.json.decode(data)
+                raw["event"]["space"] = "timpani"
+                data = msgspec.json.encode(raw)
+            client.xadd(key, {"e": data}, id=entry_id)
+    finally:
+        client.close()
+
+
+async def test_bulk_archive_shows_progress_lines_a_summary_and_says_by_its_exit_code_what_failed(
+    deployment: Deployment, tmp_path: Path
+) -> None:
+    ended = await deployment.ended_games(6)
+    playing, _ = await new_game(deployment.server.url, ["Ada"])
+    damaged = (await deployment.ended_games(1))[0]
+    tamper(deployment.redis.url, damaged, 2)
+    folder = tmp_path / "archive"
+
+    none = await cli("archive", "--ended-before", "2000-01-01", "--out-dir", str(folder), *deployment.options)
+    assert none.returncode == 0, none.stdout + none.stderr
+    assert "archive: 0 archived, 0 skipped, 0 failed, of 0" in none.stdout
+
+    run = await cli("archive", "--all-ended", "--out-dir", str(folder), *deployment.options)
+    assert run.returncode == 1, run.stdout + run.stderr
+    progress = run.stderr.splitlines()
+    assert len(progress) == 7 and "\r" not in run.stderr  # not a terminal: one plain line a game
+    assert [line.split("]")[0] for line in progress] == [f"[{n}/7" for n in range(1, 8)]
+    assert sum(": archived: 3 envelopes, " in line for line in progress) == 6
+    assert f"[7/7] {damaged}: not archived: " in run.stderr
+    assert f"{damaged}: not archived: " in run.stdout and "does not verify at version 2" in run.stdout
+    assert run.stdout.splitlines()[-1].startswith("archive: 6 archived, 0 skipped, 1 failed, of 7 in ")
+
+    assert files(folder) == set(ended)
+    assert not list(folder.glob(".*"))  # no partial file left
+    assert deployment.games() == {playing, damaged}
+    assert not deployment.fenced(damaged)  # a failed archive lifts its fence
+
+    later = await cli(
+        "archive", "--ended-before", "2999-12-31T00:00:00Z", "--out-dir", str(folder), *deployment.options
+    )
+    assert later.returncode == 1 and "archive: 0 archived, 0 skipped, 1 failed, of 1" in later.stdout
+
+    checked = await cli("verify", "--file", str(folder), *deployment.options[2:])
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "verify: 6 verified, 0 skipped, 0 failed, of 6" in checked.stdout
+    assert len(checked.stderr.splitlines()) == 6
+
+    back = await cli("import", str(folder), *deployment.options)
+    assert back.returncode == 0, back.stdout + back.stderr
+    assert "import: 6 imported, 0 skipped, 0 failed, of 6" in back.stdout
+    assert deployment.games() == {playing, damaged, *ended}
+    again = await cli("import", str(folder), *deployment.options)
+    assert again.returncode == 0 and "import: 0 imported, 6 skipped, 0 failed, of 6" in again.stdout
+
+    usage = await cli("archive", "--all-ended", *deployment.options)
+    assert usage.returncode == 2 and "--out-dir" in usage.stderr
+
+
+async def test_a_bulk_archive_stopped_by_ctrl_c_resumes_without_losing_or_doubling_a_game(
+    deployment: Deployment, tmp_path: Path
+) -> None:
+    ended = set(await deployment.ended_games(40))
+    folder = tmp_path / "archive"
+
+    def interrupted_run(presses: int) -> tuple[int, str, list[str]]:
+        process = subprocess.Popen(
+            command("archive", "--all-ended", "--out-dir", str(folder), *deployment.options),
+            cwd=ROOT,
+            env=child_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert process.stderr is not None
+        lines = [process.stderr.readline() for _ in range(3)]
+        for _ in range(presses):  # Ctrl-C after three games
+            process.send_signal(signal.SIGINT)
+            lines.append(process.stderr.readline())  # the first press is acknowledged
+        out, rest = process.communicate(timeout=60)
+        return process.returncode, out, lines + rest.splitlines()
+
+    code, out, progress = await asyncio.to_thread(interrupted_run, 1)
+    assert code == 130, out + "\n".join(progress)
+    assert any("Ctrl-C: stopping after the current game" in line for line in progress)
+    assert "interrupted with" in out and "run the same command again to resume" in out
+    archived, left = files(folder), deployment.games()
+    assert 3 <= len(archived) < 40
+    assert archived | left == ended and not archived & left  # each game in one place: file or store
+    assert not any(deployment.fenced(game_id) for game_id in left)
+
+    # Ctrl-C twice stops at once: the game at hand may be left with its file written and not yet
+    # deleted (never deleted without its file), which the next run completes.
+    code, out, progress = await asyncio.to_thread(interrupted_run, 2)
+    assert code == 130, out + "\n".join(progress)
+    archived, left = files(folder), deployment.games()
+    assert archived | left == ended and len(archived & left) <= 1
+    assert not any(deployment.fenced(game_id) for game_id in left)
+
+    resumed = await cli("archive", "--all-ended", "--out-dir", str(folder), *deployment.options)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert f"archive: {len(left)} archived, 0 skipped, 0 failed, of {len(left)}" in resumed.stdout
+    assert files(folder) == ended and deployment.games() == set()
+    checked = await cli("verify", "--file", str(folder), *deployment.options[2:])
+    assert checked.returncode == 0 and "verify: 40 verified, 0 skipped, 0 failed, of 40" in checked.stdout
+
+
+async def test_a_bulk_archive_killed_between_a_file_and_its_delete_is_completed_by_the_next_run(
+    deployment: Deployment, tmp_path: Path
+) -> None:
+    ended = set(await deployment.ended_games(5))
+    folder = tmp_path / "archive"
+    killed = await cli(
+        "archive",
+        "--all-ended",
+        "--out-dir",
+        str(folder),
+        *deployment.options,
+        failpoint="archive_exit_before_delete",
+    )
+    assert killed.returncode == 3, killed.stdout + killed.stderr
+    (first,) = files(folder)
+    assert deployment.games() == ended and deployment.fenced(first)  # its file in place, the game fenced
+
+    resumed = await cli("archive", "--all-ended", "--out-dir", str(folder), *deployment.options)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert f"{first}: archived (its verified file was in place): 3 envelopes" in resumed.stderr
+    assert "archive: 5 archived, 0 skipped, 0 failed, of 5" in resumed.stdout
+    assert files(folder) == ended and deployment.games() == set()
