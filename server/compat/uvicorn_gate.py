@@ -2,8 +2,9 @@
 
 `gated_http(limits)` is the protocol class given to `uvicorn.Config(http=...)`: uvicorn builds one per
 accepted connection. It counts the connection against the node's limits (server.connections) and closes
-it at once when refused; otherwise it creates uvicorn's HTTP protocol and passes it everything the
-transport says, watching each request on the way: its head (request line and headers) must end within
+it at once when refused. Once the first request's head has come whole it creates uvicorn's HTTP protocol
+(a connection that never sends one costs the gate alone) and passes it everything the transport says,
+watching each request on the way: its head (request line and headers) must end within
 `max_head_bytes` (else 431, then close), and the whole request, head and body, must arrive within
 `request_timeout` of the connection's start or of the previous response (else close). Bodies are never
 parsed here: httptools does that, and says when a head and a request are complete. A connection closed
@@ -19,9 +20,10 @@ What this relies on of uvicorn beyond its documented Config: `HttpToolsProtocol`
 when a head, a request and a response are complete, through `on_headers_complete` and
 `on_message_complete`, httptools's parser callbacks uvicorn implements, and uvicorn's own
 `on_response_complete`), its constructor's arguments, that its upgrade goes through
-`transport.set_protocol`, and that its websocket protocol keeps its transport as `transport` (should it
-not, frames go through the view: slower, still right). `missing()` lists what the installed uvicorn lacks;
-tests/compat runs the gate in a real uvicorn server.
+`transport.set_protocol`, that its websocket protocol keeps its transport as `transport` (should it not,
+frames go through the view: slower, still right), and that its shutdown closes what is in
+`server_state.connections` with `shutdown()` (the gate is there until it has made the HTTP protocol).
+`missing()` lists what the installed uvicorn lacks; tests/compat runs the gate in a real uvicorn server.
 """
 
 from __future__ import annotations
@@ -73,6 +75,8 @@ def missing(protocol: type = HttpToolsProtocol) -> list[str]:
         for name in _CONSTRUCTOR
         if name not in parameters
     ]
+    if not isinstance(getattr(ServerState(), "connections", None), set):
+        found.append(f"uvicorn {version}: ServerState has no set of connections")
     return found
 
 
@@ -170,7 +174,9 @@ class GatedHttpProtocol(asyncio.Protocol):
     ) -> None:
         self._built = (config, server_state, app_state, _loop)
         self.address: str | None = None  # None: refused (or not yet made)
+        # uvicorn's protocol, once the first head has come whole; meanwhile the bytes received so far.
         self.inner: asyncio.Protocol = cast(asyncio.Protocol, None)
+        self._early: list[bytes] | None = []
         self.transport: asyncio.Transport = cast(asyncio.Transport, None)
         self._loop: asyncio.AbstractEventLoop = cast(asyncio.AbstractEventLoop, None)
         self._timer: asyncio.TimerHandle | None = None
@@ -193,13 +199,24 @@ class GatedHttpProtocol(asyncio.Protocol):
             return
         self.address = address
         self.transport = transport
+        self._loop = self._built[3] or asyncio.get_running_loop()
+        # Until uvicorn's protocol exists, uvicorn's shutdown closes the connection through the gate.
+        self._built[1].connections.add(self)  # type: ignore[arg-type]
+        self._arm()
+
+    def _start(self, received: bytes) -> None:
+        """The first head has come whole: uvicorn's protocol takes the connection, and what came so far."""
         config, server_state, app_state, loop = self._built
+        server_state.connections.discard(self)
         inner = _WatchedHttp(config=config, server_state=server_state, app_state=app_state, _loop=loop)
         inner.gate = self
         self.inner = inner
-        self._loop = inner.loop
-        self._arm()
-        inner.connection_made(cast(asyncio.Transport, _TransportView(transport, self)))
+        inner.connection_made(cast(asyncio.Transport, _TransportView(self.transport, self)))
+        inner.data_received(received)
+
+    def shutdown(self) -> None:
+        """uvicorn's shutdown, for a connection that has not sent a whole head yet: closed."""
+        self.transport.close()
 
     def data_received(self, data: bytes) -> None:
         if not self._awaiting:
@@ -212,6 +229,23 @@ class GatedHttpProtocol(asyncio.Protocol):
             head = data.lstrip(b"\r\n")
         size = self._head_bytes + len(head)
         most = self.limits.limits.max_head_bytes
+        early = self._early
+        if early is not None:
+            # No HTTP protocol yet: the first head is gathered here, and the protocol made once it ends.
+            # A connection that never sends a whole head costs no more than this.
+            tail = self._tail
+            end = (tail + head).find(_HEAD_END)
+            if (end < 0 and size > most) or self._head_bytes + end + 4 - len(tail) > most:
+                self._refuse(HEAD_TOO_LARGE, TOO_LARGE)
+                return
+            early.append(data)
+            self._head_bytes = size
+            if end < 0:
+                self._tail = head[-3:]
+                return
+            self._early = None
+            self._start(early[0] if len(early) == 1 else b"".join(early))
+            return
         if size > most and (self._tail + head[: most - self._head_bytes]).find(_HEAD_END) < 0:
             self._refuse(HEAD_TOO_LARGE, TOO_LARGE)  # the head does not end in time: never parsed
             return
@@ -223,7 +257,7 @@ class GatedHttpProtocol(asyncio.Protocol):
             self._refuse(HEAD_TOO_LARGE, TOO_LARGE)
 
     def eof_received(self) -> bool | None:
-        return self.inner.eof_received()
+        return None if self._early is not None else self.inner.eof_received()
 
     def connection_lost(self, exc: Exception | None) -> None:
         address = self.address
@@ -232,6 +266,9 @@ class GatedHttpProtocol(asyncio.Protocol):
         self.address = None
         self._disarm()
         self.limits.release(address)
+        if self._early is not None:
+            self._built[1].connections.discard(self)
+            return
         inner = self.inner
         # The gate, its protocol and the transport's view refer to one another: undone here, they are
         # freed as soon as they close rather than left for the garbage collector to find.
@@ -241,10 +278,12 @@ class GatedHttpProtocol(asyncio.Protocol):
         inner.connection_lost(exc)
 
     def pause_writing(self) -> None:
-        self.inner.pause_writing()
+        if self._early is None:
+            self.inner.pause_writing()
 
     def resume_writing(self) -> None:
-        self.inner.resume_writing()
+        if self._early is None:
+            self.inner.resume_writing()
 
     # What the HTTP protocol says of its requests.
 

@@ -245,6 +245,14 @@ async def test_keep_alive_and_pipelined_requests_are_answered_and_an_idle_connec
             (200, b"/three 0"),
         ]
         assert await client.closed_within(TIMEOUT * 4)  # idle after its last response
+        # The same as a connection's first bytes, in one write: all of it reaches the HTTP protocol.
+        first = await Raw.open(port)
+        await first.send(post + get("/slow") + get("/three"))
+        assert [await first.response() for _ in range(3)] == [
+            (200, b"/post 5"),
+            (200, b"/slow 0"),
+            (200, b"/three 0"),
+        ]
     assert not any(counts.refused.values())
 
 
@@ -331,7 +339,11 @@ class TrackingGate(GatedHttpProtocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
-        TrackingGate.made += [weakref.ref(self), weakref.ref(self.inner)]
+        TrackingGate.made.append(weakref.ref(self))
+
+    def _start(self, received: bytes) -> None:
+        super()._start(received)
+        TrackingGate.made.append(weakref.ref(self.inner))
 
 
 async def test_a_closed_connections_gate_and_protocol_are_freed_without_the_garbage_collector() -> None:
@@ -353,10 +365,22 @@ async def test_a_closed_connections_gate_and_protocol_are_freed_without_the_garb
             assert await timed_out.closed_within(TIMEOUT * 5)
             await settled(lambda: counts.open == 0)
             await asyncio.sleep(0.1)
-            assert len(TrackingGate.made) == 6
-            assert [ref() for ref in TrackingGate.made] == [None] * 6
+            assert len(TrackingGate.made) == 5  # three gates; no HTTP protocol for a head never finished
+            assert [ref() for ref in TrackingGate.made] == [None] * 5
         finally:
             gc.enable()
+
+
+async def test_uvicorns_shutdown_closes_connections_that_have_not_sent_a_whole_head() -> None:
+    counts = limits(request_timeout=30)
+    async with serving(counts) as (server, port):
+        silent = await Raw.open(port)
+        half = await Raw.open(port)
+        await half.send(b"GET / HTTP/1.1\r\nhost: te")
+        await settled(lambda: counts.open == 2)
+        server.should_exit = True
+        assert await silent.closed_within(3) and await half.closed_within(3)
+    assert counts.open == 0 and not any(counts.refused.values())
 
 
 def test_the_gate_is_a_class_uvicorn_can_build() -> None:
