@@ -12,6 +12,7 @@
     python -m bench pipeline [--quick]        the command path's CPU without sockets
     python -m bench writer [--quick]          the table workload with and without the direct frame writer
     python -m bench restart [--quick]         2,000 hellos at once; 2,000 clients back after a SIGTERM restart
+    python -m bench slowloris [--quick]       10,000 stalled requests from one address; /healthz from another
     python -m bench gamelist [--quick]        GET /games with 5,000 private games vs none
     python -m bench plot [--quick]            docs/*.png from the results of load and scaling
     python -m bench generator --start ours --games 20 --players 3 --spectators 5 --duration 10
@@ -39,6 +40,7 @@ BENCHMARKS = {
     "pipeline": "bench.pipeline",
     "writer": "bench.writer",
     "restart": "bench.restart",
+    "slowloris": "bench.slowloris",
     "gamelist": "bench.gamelist",
     "plot": "bench.plot",
     "generator": "bench.generator",

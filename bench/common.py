@@ -44,6 +44,8 @@ SERVER_ENV = {
     "ORCHESTRA_QUEUE_LIMIT": "100000",
     # The load generator creates its games as fast as it can: no per-address creation rate.
     "ORCHESTRA_CREATE_RATE_PER_MINUTE": "0",
+    # Every client of a benchmark connects from 127.0.0.1.
+    "ORCHESTRA_MAX_CONNECTIONS_PER_ADDRESS": "0",
 }
 
 

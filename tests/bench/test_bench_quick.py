@@ -34,6 +34,7 @@ NAMES = [
     "writer",
     "restart",
     "gamelist",
+    "slowloris",
 ]
 EXTRA_ARGS = {"pipeline": ["--callgrind"]} if shutil.which("valgrind") else {}
 PARALLEL = 3
@@ -288,3 +289,22 @@ def test_gamelist(results: dict[str, dict[str, Any]]) -> None:
     # the private games as without, and loads no game into the server's memory.
     assert summary["same_stream_reads"] and summary["stream_reads_per_call"] == result["config"]["public"]
     assert summary["games_held_after_listing"] == 0
+
+
+def test_slowloris(results: dict[str, dict[str, Any]]) -> None:
+    result = results["slowloris"]
+    _common(result, "slowloris")
+    runs = result["runs"]
+    assert set(runs) == {"defaults", "cycled", "held"}
+    for run in runs.values():
+        # Every probe from the other address was answered, while the attacker held connections.
+        assert run["probe"]["failures"] == {} and run["probe"]["wait_ms"]["count"] > 0
+        assert _positive(run["probe"]["wait_ms"]["max"]) and max(run["attacker"]["held_while_probed"]) > 0
+    # Past the per-address limit, the attacker's connections were refused at once and counted; with no
+    # limit it held them all, and only their deadline closed them.
+    defaults = runs["defaults"]
+    assert defaults["attacker"]["most_held"] <= 100 < defaults["attacker"]["opened"]
+    assert defaults["node_refused"]["per_address"] > 0 and defaults["attacker"]["refused"] > 0
+    assert runs["cycled"]["node_refused"]["head_timeout"] > 0
+    assert runs["held"]["attacker"]["most_held"] == result["summary"]["connections"]
+    assert sum(runs["held"]["node_refused"].values()) == 0
