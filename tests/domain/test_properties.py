@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from msgspec.structs import replace
@@ -28,6 +29,7 @@ from domain import (
     EndGame,
     GameEnded,
     InstrumentToken,
+    LimitReached,
     PerformanceToken,
     Place,
     PlacedBelowLine,
@@ -571,7 +573,12 @@ def test_a_placement_then_its_take_back_is_the_game_without_the_placement(played
     for step in played.steps:
         if step.code is not None or not isinstance(step.command, Place):
             continue
-        (event,) = decide(step.after, TakeBack(seat=step.command.seat, id="undo"))
+        undo = TakeBack(seat=step.command.seat, id="undo")
+        if step.after.placements >= step.after.max_placements:  # a take-back counts toward the limit
+            with pytest.raises(LimitReached):
+                decide(step.after, undo)
+            continue
+        (event,) = decide(step.after, undo)
         assert event == PlacementTakenBack(seat=step.command.seat, version=step.after.version)
         after = evolve(step.after, event)
         assert Oracle.board_of(after) == step.oracle_before
