@@ -283,7 +283,25 @@ export interface HistoryFrame {
   view_delta?: never;
 }
 export type AnyEventsFrame = EventsFrame | DeltaFrame | HistoryFrame;
-export type ServerFrame = Welcome | Accepted | RejectedFrame | EventsFrame | DeltaFrame | HistoryFrame;
+export interface SeatPresence {
+  seat: number;
+  /** At least one connection of this seat is open, on any node. */
+  online: boolean;
+}
+/** Who is at the table now, on every node (never part of the game's events or view). */
+export interface Presence {
+  /** Every seat, in seat order. */
+  seats: SeatPresence[];
+  /** Spectator connections. */
+  spectators: number;
+}
+/** Sent after the welcome, then whenever presence changes (at most one a second per game). */
+export interface PresenceFrame {
+  type: "presence";
+  seats: SeatPresence[];
+  spectators: number;
+}
+export type ServerFrame = Welcome | Accepted | RejectedFrame | EventsFrame | DeltaFrame | HistoryFrame | PresenceFrame;
 
 // HTTP answers ------------------------------------------------------------------------------------------
 
@@ -305,7 +323,10 @@ export interface GameSummary {
   players: string[];
   version: number;
   ended: boolean;
+  presence: Presence;
 }
+/** GET /games/{id} without `at`: the view now, and beside its fields the presence now. */
+export type Game = View & { presence: Presence };
 export interface LegalSpaces {
   /** The spaces where the token may go, in layout order. */
   spaces: string[];
@@ -371,6 +392,8 @@ export function getView(
   gameId: string,
   options?: { at?: number; token?: string | null; fetch?: Fetch },
 ): Promise<View>;
+/** GET /games/{id}'s `presence`: who is at the table now. */
+export function getPresence(baseUrl: string, gameId: string, options?: { token?: string | null; fetch?: Fetch }): Promise<Presence>;
 export function getEvents(
   baseUrl: string,
   gameId: string,
@@ -427,6 +450,8 @@ export interface ConnectionEvents {
   view: (view: View) => void;
   /** A resume's welcome. */
   welcome: (frame: Welcome) => void;
+  /** `connection.presence` changed: a presence frame (one follows each welcome). */
+  presence: (presence: Presence) => void;
   /** A rejection that answers no pending command (`id: null`). */
   rejected: (frame: RejectedFrame) => void;
   /** The socket closed or was given up; resuming. */
@@ -448,6 +473,8 @@ export class Connection {
   /** The view, kept current; with `view: false`, the welcome's. */
   readonly view: View;
   readonly welcome: Welcome;
+  /** Who is at the table, from the last presence frame; null before the first. */
+  readonly presence: Presence | null;
   readonly reconnects: number;
   /** Resolves when the connection has ended for good. */
   readonly closed: Promise<CloseInfo>;

@@ -3,9 +3,10 @@
 // constructor passed as the `WebSocket` option, such as the `ws` package's). The server serves it at
 // GET /client/orchestra.js, and its types at GET /client/orchestra.d.ts.
 //
-// HTTP: createGame, listGames, getView, getEvents, getLegal. The websocket: connect() -> a Connection
-// that keeps `view` current (applying view deltas itself), answers place() and endGame() with promises,
-// and resumes by itself after a drop, 1012 or 1013 with `since`, so no envelope is missed or repeated.
+// HTTP: createGame, listGames, getView, getPresence, getEvents, getLegal. The websocket: connect() -> a
+// Connection that keeps `view` current (applying view deltas itself) and `presence` (who is at the
+// table), answers place() and endGame() with promises, and resumes by itself after a drop, 1012 or 1013
+// with `since`, so no envelope is missed or repeated.
 
 /** The ids the protocol speaks in, in the rules' order. */
 export const ERAS = Object.freeze(["baroque", "classical", "romantic"]);
@@ -131,9 +132,18 @@ export async function listGames(baseUrl, { limit, fetch } = {}) {
   return (await request(baseUrl, "games", { query: { limit }, fetch })).json();
 }
 
-/** GET /games/{id}: the view now, or `at` version N. `token`: a seat or watch token (private games). */
+/** GET /games/{id}: the view now, or `at` version N. `token`: a seat or watch token (private games).
+ * The view alone: the `presence` the view now comes with is getPresence's. */
 export async function getView(baseUrl, gameId, { at, token, fetch } = {}) {
-  return (await request(baseUrl, gamePath(gameId), { query: { at }, bearer: token, fetch })).json();
+  const response = await request(baseUrl, gamePath(gameId), { query: { at }, bearer: token, fetch });
+  const { presence: _presence, ...view } = await response.json();
+  return view;
+}
+
+/** Who is at the table now, on every node: GET /games/{id}'s `presence`, `{seats: [{seat, online}],
+ * spectators}`. `token`: as for getView. */
+export async function getPresence(baseUrl, gameId, { token, fetch } = {}) {
+  return (await (await request(baseUrl, gamePath(gameId), { bearer: token, fetch })).json()).presence;
 }
 
 /** GET /games/{id}/events: the envelopes after version `after` (0: all), in version order. */
@@ -252,6 +262,9 @@ export class Connection {
     this.view = null;
     /** The last welcome frame. */
     this.welcome = null;
+    /** Who is at the table, on every node: `{seats: [{seat, online}], spectators}` from the last
+     * presence frame (one follows each welcome, then one on each change); null before the first. */
+    this.presence = null;
     /** How many times the connection resumed. */
     this.reconnects = 0;
     this.closed = new Promise((resolve) => {
@@ -277,8 +290,9 @@ export class Connection {
   }
 
   /** Call `fn` on each "events" (envelopes, frame), "view" (view), "welcome" (frame, on each resume),
-   * "rejected" (a rejection that answers no pending command), "reconnecting" ({code, reason}) or
-   * "close" ({code, reason, frame}: the connection ended for good). Returns a function that removes it. */
+   * "presence" (presence: who is at the table, after each presence frame), "rejected" (a rejection that
+   * answers no pending command), "reconnecting" ({code, reason}) or "close" ({code, reason, frame}: the
+   * connection ended for good). Returns a function that removes it. */
   on(name, fn) {
     if (!this._listeners.has(name)) this._listeners.set(name, new Set());
     this._listeners.get(name).add(fn);
@@ -477,6 +491,9 @@ export class Connection {
       } else if (frame.type === "rejected") {
         this._emit("rejected", frame);
       }
+    } else if (frame.type === "presence") {
+      this.presence = { seats: frame.seats, spectators: frame.spectators };
+      this._emit("presence", this.presence);
     }
     // Any other type is one this client does not know: ignored, as the protocol asks.
   }

@@ -43,6 +43,7 @@ EXPECTED_TESTS = {
     "a server restart (1012) is resumed from where each client was",
     "1013 (a game full of connections) is retried until there is room",
     "1011 (the game's history damaged) is final: no retry, unanswered commands rejected",
+    "presence: a player and a spectator see each other, as getPresence does, and getView stays the view",
 }
 
 

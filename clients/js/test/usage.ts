@@ -8,6 +8,7 @@ import {
   describeToken,
   getEvents,
   getLegal,
+  getPresence,
   getView,
   listGames,
   OrchestraError,
@@ -38,6 +39,8 @@ export async function play(baseUrl: string): Promise<number> {
   game.on("view", (view: View) => view.scores.map((score) => score.prestige));
   game.on("close", ({ code, reason }) => console.log(code, reason));
   game.on("rejected", (frame) => frame.code === "bad_request");
+  game.on("presence", (presence) => presence.seats.filter((seat) => seat.online).length + presence.spectators);
+  const online: boolean | undefined = game.presence?.seats[0]?.online;
 
   const performance: Token = { kind: "performance", era: "classical" };
   const accepted: Accepted = await game.place({ token: performance, space: "viola", consolation: "inspiration" });
@@ -56,6 +59,8 @@ export async function play(baseUrl: string): Promise<number> {
   const view = await getView(baseUrl, created.game_id, { at: 2, token: seat.token });
   const events = await getEvents(baseUrl, created.game_id, { after: 1, token: seat.token });
   const games = await listGames(baseUrl, { limit: 10 });
+  const watching: number = (await getPresence(baseUrl, created.game_id, { token: seat.token })).spectators;
+  console.log(online, watching, games[0]?.presence.seats.length);
   console.log(describeToken(performance), describeToken(performance, { short: true }), legal.materials, games.length);
   const first = events[0]?.event;
   if (first?.type === "ChairStolen") console.log(first.from_seat, first.reason);

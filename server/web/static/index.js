@@ -1,7 +1,7 @@
 // The list of games: public games, live and ended, refreshed every few seconds.
 
 import { listGames } from "/client/orchestra.js";
-import { $, el, origin, showError } from "./render.js";
+import { $, el, origin, seatDot, showError } from "./render.js";
 
 const body = $("games").querySelector("tbody");
 
@@ -25,8 +25,11 @@ async function refresh() {
     const players = el("td", "players");
     game.players.forEach((name, seat) => {
       if (seat) players.append(document.createTextNode(", "));
+      players.append(seatDot(seat, game.presence?.seats[seat]?.online));
       players.append(el("span", `name seat-${seat % 4}`, name));
     });
+    const watching = game.presence?.spectators ?? 0;
+    if (watching) players.append(el("span", "watching", ` \u00b7 ${watching} watching`));
     row.append(players);
     row.append(el("td", "version", String(game.version)));
     row.append(el("td", game.ended ? "ended" : "live", game.ended ? "ended" : "live"));

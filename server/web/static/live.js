@@ -2,7 +2,7 @@
 // client library's connection, which keeps the view current and resumes by itself.
 
 import { connect } from "/client/orchestra.js";
-import { $, Board, flash, gameId, origin, secret, showError, status } from "./render.js";
+import { $, Board, flash, gameId, origin, secret, showError, showWatching, status } from "./render.js";
 
 function ended(info) {
   if (info.code === 1008) {
@@ -39,6 +39,7 @@ export async function livePage(extra = {}) {
     for (const envelope of envelopes) {
       if (envelope.event.type === "GameCreated" && !board) {
         board = new Board($("board"), envelope.event.layout, envelope.event.players);
+        if (connection.presence) board.presence = connection.presence;
         extra.board?.(board);
         board.render(connection.view, false);
       }
@@ -51,6 +52,11 @@ export async function livePage(extra = {}) {
     if (connection.view.ended) status("live", "game over");
   });
   connection.on("view", (view) => board?.render(view, true));
+  // Who is at the table, on every node: a dot per seat in the scores, and the spectators' count.
+  connection.on("presence", (presence) => {
+    board?.showPresence(presence);
+    showWatching(presence.spectators);
+  });
   connection.on("welcome", (frame) => {
     status("live", connection.view.ended ? "game over" : "live");
     extra.welcome?.(frame, connection);

@@ -50,6 +50,26 @@ export function linkWithSecret(path) {
   return secret ? `${path}#token=${encodeURIComponent(secret)}` : path;
 }
 
+/** A seat's dot, in its colour: filled while the seat has a connection open (on any node), a ring while
+ * it has none; filled while that is not known. */
+export function seatDot(seat, online) {
+  const dot = el("span", `dot presence seat-${seat % 4}`);
+  if (online !== undefined && online !== null) {
+    dot.dataset.online = String(Boolean(online));
+    dot.title = online ? "connected" : "not connected";
+  }
+  return dot;
+}
+
+/** How many spectators watch, in the page's header. */
+export function showWatching(count) {
+  const badge = $("watching");
+  if (!badge) return;
+  badge.hidden = false;
+  badge.dataset.count = String(count);
+  badge.textContent = count === 1 ? "1 spectator" : `${count} spectators`;
+}
+
 export function flash(node) {
   node.classList.remove("flash");
   void node.offsetWidth; // restart the animation
@@ -92,6 +112,7 @@ export class Board {
     this.seen = new Map();
     this.scoreSeen = new Map();
     this.version = 0;
+    this.presence = null;
     this.draw();
   }
 
@@ -209,6 +230,18 @@ export class Board {
     document.body.classList.toggle("ended", Boolean(view.ended));
   }
 
+  // Who is at the table (a presence frame's `seats` and `spectators`): each seat's dot in the scores.
+  showPresence(presence) {
+    this.presence = presence;
+    for (const row of $("scores").querySelectorAll("tbody tr")) {
+      row.querySelector(".presence")?.replaceWith(this.seatDot(Number(row.dataset.seat)));
+    }
+  }
+
+  seatDot(seat) {
+    return seatDot(seat, this.presence?.seats.find((s) => s.seat === seat)?.online);
+  }
+
   renderScores(scores, animate) {
     const body = $("scores").querySelector("tbody");
     const rows = [];
@@ -216,7 +249,7 @@ export class Board {
       const row = el("tr", `seat-${score.seat % 4}`);
       row.dataset.seat = String(score.seat);
       const who = el("td", "who");
-      who.append(el("span", `dot seat-${score.seat % 4}`));
+      who.append(this.seatDot(score.seat));
       who.append(document.createTextNode(this.name(score.seat)));
       row.append(who);
       const chairs = el("td", "chairs", String(score.chairs.length));
