@@ -1,17 +1,21 @@
 """Archive, import and verify many games at once, with progress, a summary and an exit status.
 
 Each game is handled alone, exactly as the one-game command handles it, so a failure costs that game
-only and the run goes on. Ctrl-C once lets the game at hand finish and stops (exit 130); twice stops at
-once, and the game at hand is left as an interrupted one-game command leaves it. Either way the same
+only and the run goes on. Ctrl-C once lets the games at hand finish and stops (exit 130); twice stops at
+once, and each game at hand is left as an interrupted one-game command leaves it. Either way the same
 command again resumes without losing or doubling a game:
 
 - archive: the games still in the store are the ones left to do. A game fenced by the stopped run is
   archived like any other; one whose verified file is in the folder already (the run stopped between the
-  file and the delete) is only deleted. A file is renamed into the folder only once verified, so the
-  folder never holds a partial one (`.<id>.ndjson.part` files are leftovers of a stopped write).
+  file and the delete) is only deleted, and one whose delete stopped before its index entry went is taken
+  out of the index. A file is renamed into the folder only once verified, so the folder never holds a
+  partial one (`.<id>.ndjson.part` files are leftovers of a stopped write, replaced by the next).
 - import: a game the store holds already with exactly the file's envelopes was imported by the stopped
   run: it is skipped (and indexed, should the run have stopped before its index entry).
 - verify: reads only; run it again.
+
+Games are handled a few at a time (`AT_ONCE`), so that one game's disk and Redis waits overlap another's
+checking; each is still archived or imported alone, as the one-game command does it.
 
 Exit status: 0 when every item succeeded (or was skipped), 1 when any failed, 130 when interrupted.
 """
@@ -22,9 +26,10 @@ import asyncio
 import contextlib
 import re
 import signal
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeVar
 
 import msgspec
 
@@ -39,8 +44,11 @@ from server.store import EventStore, StoreError
 
 # Games whose newest envelope is read at once when listing the ended ones.
 LIST_BATCH = 64
+# Games archived or imported at once.
+AT_ONCE = 8
 # What a game id must look like to name a file (the server's ids are URL-safe base64).
 _FILE_SAFE = re.compile(r"[A-Za-z0-9_-]{1,128}")
+_T = TypeVar("_T")
 
 
 def parse_date(text: str) -> datetime:
@@ -68,29 +76,34 @@ def read_lines(path: Path) -> list[bytes]:
     return [line for line in path.read_bytes().splitlines() if line.strip()]
 
 
-async def ended_games(store: EventStore, before: datetime | None = None) -> list[str]:
-    """The games whose newest envelope is their signed end, oldest first; with `before`, only those that
-    ended before it. Raises: StoreUnavailable."""
+async def ended_games(store: EventStore, before: datetime | None = None) -> tuple[list[str], list[str]]:
+    """The games whose newest envelope is their signed end, oldest first (with `before`, only those that
+    ended before it); and the games listed whose stream is gone (a delete stopped before its index entry
+    went). Raises: StoreUnavailable."""
     ids = await store.games()
-    found: list[str] = []
+    ended: list[str] = []
+    gone: list[str] = []
     for start in range(0, len(ids), LIST_BATCH):
         batch = ids[start : start + LIST_BATCH]
-        ends = await asyncio.gather(*(_ended_at(store, game_id) for game_id in batch))
-        found += [
-            game_id
-            for game_id, at in zip(batch, ends, strict=True)
-            if at is not None and (before is None or at < before)
-        ]
-    return found
+        for game_id, newest in zip(
+            batch, await asyncio.gather(*(_newest(store, g) for g in batch)), strict=True
+        ):
+            if newest is None:
+                gone.append(game_id)
+            elif (at := _ended_at(newest)) is not None and (before is None or at < before):
+                ended.append(game_id)
+    return ended, gone
 
 
-async def _ended_at(store: EventStore, game_id: str) -> datetime | None:
+async def _newest(store: EventStore, game_id: str) -> bytes | None:
     version = await store.version(game_id)
     newest = await store.read(game_id, version - 1) if version else []
-    if not newest:
-        return None
+    return newest[-1].data if newest else None
+
+
+def _ended_at(newest: bytes) -> datetime | None:
     try:
-        item = envelope.decode(newest[-1].data)
+        item = envelope.decode(newest)
         return parse_date(item.at) if isinstance(item.event, GameEnded) else None
     except (msgspec.DecodeError, msgspec.ValidationError, ValueError):
         return None  # a damaged game is not archived in bulk: `orchestra verify` names what is wrong
@@ -111,7 +124,9 @@ class _Interrupt:
                 self._task.cancel()
             return
         self.requested = True
-        self._progress.note(f"Ctrl-C: stopping after the current {self._item} (again to stop at once)")
+        self._progress.note(
+            f"Ctrl-C: stopping once the {self._item} at hand are done (again to stop at once)"
+        )
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[_Interrupt]:
@@ -147,34 +162,34 @@ async def archive_all(
 
     Raises: StoreUnavailable (listing the games).
     """
-    interrupt = _Interrupt(progress, "game")
+    interrupt = _Interrupt(progress, "games")
+
+    async def one(game_id: str) -> None:
+        if not _FILE_SAFE.fullmatch(game_id):
+            _failed(progress, game_id, "an id that cannot name a file; archive it alone with --out")
+            return
+        try:
+            done = await archive(
+                store,
+                game_id,
+                out_dir / f"{game_id}.ndjson",
+                keys=keys,
+                signer=signer,
+                allow_unsigned=allow_unsigned,
+                failpoint=failpoint,
+            )
+        except (ArchiveError, StoreError, OSError) as exc:
+            _failed(progress, game_id, f"not archived: {exc}")
+            return
+        how = "archived (its verified file was in place)" if done.reused else "archived"
+        progress.step(game_id, Outcome.DONE, f"{how}: {done.envelopes} envelopes, {done.bytes} bytes")
+
     with interrupt.installed():
-        candidates = await ended_games(store, before)
+        candidates, gone = await ended_games(store, before)
+        for game_id in gone:  # an archive stopped between its delete and its index entry's: finish it
+            await store.delete(game_id)
         progress.begin(len(candidates))
-        for game_id in candidates:
-            if interrupt.requested:
-                break
-            if not _FILE_SAFE.fullmatch(game_id):
-                _failed(progress, game_id, "an id that cannot name a file; archive it alone with --out")
-                continue
-            try:
-                done = await archive(
-                    store,
-                    game_id,
-                    out_dir / f"{game_id}.ndjson",
-                    keys=keys,
-                    signer=signer,
-                    allow_unsigned=allow_unsigned,
-                    failpoint=failpoint,
-                )
-            except (ArchiveError, StoreError, OSError) as exc:
-                _failed(progress, game_id, f"not archived: {exc}")
-                continue
-            except asyncio.CancelledError:
-                interrupt.cancelled()
-                break
-            how = "archived (its verified file was in place)" if done.reused else "archived"
-            progress.step(game_id, Outcome.DONE, f"{how}: {done.envelopes} envelopes, {done.bytes} bytes")
+        await _each(candidates, one, interrupt)
     progress.interrupted = progress.handled < progress.total
     return progress.finish()
 
@@ -191,49 +206,61 @@ async def import_all(
     max_live: int = 0,
 ) -> int:
     """Import the game of each file; the exit status."""
-    interrupt = _Interrupt(progress, "file")
+    interrupt = _Interrupt(progress, "files")
+
+    async def one(path: Path) -> None:
+        name = str(path)
+        try:
+            lines = read_lines(path)
+            if not lines:
+                _failed(progress, name, "empty: no envelopes")
+                return
+            done = await restore(
+                store,
+                lines,
+                keys=keys,
+                allow_unsigned=allow_unsigned,
+                complete=complete,
+                skip_existing=skip_existing,
+                max_live=max_live,
+            )
+        except (RestoreError, StoreError, OSError) as exc:
+            _failed(progress, name, str(exc))
+            return
+        if done.result is Result.IMPORTED:
+            seats = "its tokens work as before" if done.credentials else "no credentials in the file"
+            message = f"game {done.game_id} imported: {done.envelopes} envelopes, {seats}"
+            progress.step(name, Outcome.DONE, message)
+        elif done.result is Result.PRESENT:
+            progress.step(name, Outcome.SKIPPED, f"game {done.game_id} is in the store already, the same")
+        else:
+            message = f"game {done.game_id} exists, with another history: skipped"
+            progress.step(name, Outcome.SKIPPED, message)
+
     with interrupt.installed():
         progress.begin(len(files))
-        for path in files:
-            if interrupt.requested:
-                break
-            name = str(path)
-            try:
-                lines = read_lines(path)
-                done = (
-                    await restore(
-                        store,
-                        lines,
-                        keys=keys,
-                        allow_unsigned=allow_unsigned,
-                        complete=complete,
-                        skip_existing=skip_existing,
-                        max_live=max_live,
-                    )
-                    if lines
-                    else None
-                )
-            except (RestoreError, StoreError, OSError) as exc:
-                _failed(progress, name, str(exc))
-                continue
-            except asyncio.CancelledError:
-                interrupt.cancelled()
-                break
-            if done is None:
-                _failed(progress, name, "empty: no envelopes")
-            elif done.result is Result.IMPORTED:
-                seats = "its tokens work as before" if done.credentials else "no credentials in the file"
-                progress.step(
-                    name, Outcome.DONE, f"game {done.game_id} imported: {done.envelopes} envelopes, {seats}"
-                )
-            elif done.result is Result.PRESENT:
-                progress.step(name, Outcome.SKIPPED, f"game {done.game_id} is in the store already, the same")
-            else:
-                progress.step(
-                    name, Outcome.SKIPPED, f"game {done.game_id} exists, with another history: skipped"
-                )
+        await _each(files, one, interrupt)
     progress.interrupted = progress.handled < progress.total
     return progress.finish()
+
+
+async def _each(items: Iterable[_T], work: Callable[[_T], Awaitable[None]], interrupt: _Interrupt) -> None:
+    """`work` on each item in turn, AT_ONCE at a time, until done or interrupted. A second Ctrl-C cancels
+    the items at hand (each leaves what its one-game command would leave) and ends the run."""
+    pending = iter(items)  # shared by the workers: each item is taken once
+
+    async def worker() -> None:
+        for item in pending:
+            if interrupt.requested:
+                return
+            await work(item)
+
+    try:
+        async with asyncio.TaskGroup() as group:
+            for _ in range(AT_ONCE):
+                group.create_task(worker())
+    except asyncio.CancelledError:
+        interrupt.cancelled()
 
 
 def verify_all(

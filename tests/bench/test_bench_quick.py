@@ -34,6 +34,7 @@ NAMES = [
     "writer",
     "restart",
     "gamelist",
+    "archive",
     "slowloris",
 ]
 EXTRA_ARGS = {"pipeline": ["--callgrind"]} if shutil.which("valgrind") else {}
@@ -308,3 +309,23 @@ def test_slowloris(results: dict[str, dict[str, Any]]) -> None:
     assert runs["cycled"]["node_refused"]["head_timeout"] > 0
     assert runs["held"]["attacker"]["most_held"] == result["summary"]["connections"]
     assert sum(runs["held"]["node_refused"].values()) == 0
+
+
+def test_archive(results: dict[str, dict[str, Any]]) -> None:
+    result = results["archive"]
+    _common(result, "archive")
+    summary = result["summary"]
+    assert summary["games"] == result["config"]["games"] > 0
+    for key in (
+        "ours_archive_games_per_s",
+        "ours_import_games_per_s",
+        "baseline_dump_games_per_s",
+        "baseline_restore_games_per_s",
+        "ratio_archive_to_dump",
+        "ratio_import_to_restore",
+        "ours_archive_cpu_ms_per_game",
+    ):
+        assert _positive(summary[key]), key
+    # Both round trips gave back every stream byte for byte.
+    assert summary["identical"] is True
+    assert all(run["identical"] for run in result["runs"]["ours"] + result["runs"]["baseline"])
