@@ -2,8 +2,8 @@
 
     python -m bench slowloris [--quick] [--connections 10000] [--seconds 10] [--runs defaults,cycled,held]
 
-Each run starts its own redis-server and `orchestra serve`. An attacker, a child process so that its CPU
-is not in the probe's event loop (`python -m bench.slowloris attack ...`), opens `--connections`
+One redis-server, and for each run an `orchestra serve` of its own. An attacker, a child process so that
+its CPU is not in the probe's event loop (`python -m bench.slowloris attack ...`), opens `--connections`
 connections from 127.0.0.1, sends half a request head on each and one more header line every second,
 and opens again (a second later) each connection the server closes. Once it holds all it can, a probe
 from 127.0.0.2 asks for GET /healthz on a new connection every 100 ms for `--seconds`: its wait runs from
@@ -228,13 +228,15 @@ async def refusals(host: str, port: int) -> dict[str, float]:
 # The benchmark ----------------------------------------------------------------------------------------
 
 
-def one_run(name: str, env: dict[str, str], connections: int, seconds: float, target: int) -> dict[str, Any]:
+def one_run(
+    name: str, redis_url: str, env: dict[str, str], connections: int, seconds: float, target: int
+) -> dict[str, Any]:
     """A node with `env`, the attacker's `connections`, and the probe for `seconds` once it has held
     `target` of them (or has tried for a while)."""
     import uvloop
 
     ramp = 60.0 if connections > 1000 else 10.0
-    with RedisServer() as redis, ServerProcess("ours", redis.url, env) as server:
+    with ServerProcess("ours", redis_url, env) as server:
         parts = urlsplit(server.url)
         host, port = parts.hostname or "127.0.0.1", parts.port or 0
         node = psutil.Process(server.pid)
@@ -285,7 +287,7 @@ def one_run(name: str, env: dict[str, str], connections: int, seconds: float, ta
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--quick", action="store_true", help="CI size: 300 connections, 3 s of probes")
+    parser.add_argument("--quick", action="store_true", help="CI size: 300 connections, 2 s of probes")
     parser.add_argument("--connections", type=int, default=10_000)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--runs", default="defaults,cycled,held", help="which runs (default: all three)")
@@ -293,7 +295,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
     limit = raise_nofile(20_000)
-    connections, seconds = (300, 3.0) if args.quick else (args.connections, args.seconds)
+    connections, seconds = (300, 2.0) if args.quick else (args.connections, args.seconds)
     # In the quick run the per-address limit is a third of the attacker's connections (1,000 is a tenth
     # of the full run's), and the deadline shorter, so that connections cycle within the run.
     per_address = 100 if args.quick else Settings().max_connections_per_address
@@ -313,11 +315,12 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         ),
     }
     chosen = args.runs.split(",")
-    results = {
-        name: one_run(name, env, connections, seconds, target)
-        for name, (env, target) in runs.items()
-        if name in chosen
-    }
+    with RedisServer() as redis:
+        results = {
+            name: one_run(name, redis.url, env, connections, seconds, target)
+            for name, (env, target) in runs.items()
+            if name in chosen
+        }
     worst = max(run["probe"]["wait_ms"]["max"] for run in results.values())
     failed = sum(sum(run["probe"]["failures"].values()) for run in results.values())
     summary = {
