@@ -46,6 +46,8 @@ async def measure(url: str, players: int, placements: int, seed: int) -> dict[st
             while True:
                 text = await ws.recv()
                 assert isinstance(text, str)
+                if json.loads(text)["type"] == "presence":
+                    continue  # who is at the table: not a live frame of the game's events
                 received[mode].append(text)
                 if '"GameEnded"' in text:
                     return

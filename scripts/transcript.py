@@ -104,11 +104,14 @@ class Conn:
         await self.ws.send(text)
 
     async def recv(self) -> dict[str, Any]:
-        text = await asyncio.wait_for(self.ws.recv(), 10)
-        assert isinstance(text, str)
-        self.log.frame(self.name, "received", text)
-        frame: dict[str, Any] = json.loads(text)
-        return frame
+        """The next frame but presence frames, which come at their own pace (left out of the transcript)."""
+        while True:
+            text = await asyncio.wait_for(self.ws.recv(), 10)
+            assert isinstance(text, str)
+            frame: dict[str, Any] = json.loads(text)
+            if frame["type"] != "presence":
+                self.log.frame(self.name, "received", text)
+                return frame
 
 
 async def connect(url: str, game_id: str, name: str, log: Transcript, hello: dict[str, Any]) -> Conn:
