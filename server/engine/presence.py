@@ -84,7 +84,7 @@ class _Table:
         "remote_seats",
         "remote_spectators",
         "primed",
-        "priming",
+        "queued",
         "dirty",
         "stored",
         "last_sent",
@@ -99,7 +99,7 @@ class _Table:
         self.remote_seats: frozenset[int] = frozenset()  # seats online through another node
         self.remote_spectators = 0
         self.primed = False  # the other nodes' fields have been read once
-        self.priming: asyncio.Task[None] | None = None
+        self.queued = False  # waiting for that first read
         self.dirty = False  # this node's counts changed since it last wrote them
         self.stored = False  # the store holds a field of this node for the game
         self.last_sent = -1e9  # the loop's time of the last frame sent on a change
@@ -144,6 +144,9 @@ class Presence:
         self._clock = clock
         self._tables: dict[str, _Table] = {}
         self._task: asyncio.Task[None] | None = None
+        # Games joined here for the first time, whose other nodes' fields one task reads, together.
+        self._unprimed: list[_Table] = []
+        self._priming: asyncio.Task[None] | None = None
         self._failing = False
 
     @property
@@ -167,8 +170,11 @@ class Presence:
         if table.primed:
             self._send(watcher, self._frame(table))
             self._changed(table)
-        elif table.priming is None:
-            table.priming = asyncio.get_running_loop().create_task(self._prime(table))
+        elif not table.queued:
+            table.queued = True
+            self._unprimed.append(table)
+            if self._priming is None:
+                self._priming = asyncio.get_running_loop().create_task(self._prime())
         return watcher
 
     def leave(self, watcher: Watcher) -> None:
@@ -212,15 +218,15 @@ class Presence:
 
     async def close(self) -> None:
         """Stop, and remove this node's fields (its connections are gone with it)."""
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        for task in (self._task, self._priming):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._task = self._priming = None
         for table in self._tables.values():
-            for pending in (table.timer, table.priming):
-                if pending is not None:
-                    pending.cancel()
+            if table.timer is not None:
+                table.timer.cancel()
         stored = {game_id: None for game_id, table in self._tables.items() if table.stored}
         self._tables.clear()
         try:
@@ -260,7 +266,7 @@ class Presence:
         await self._write(beat)
         await self._poll()
         for game_id, table in list(self._tables.items()):
-            if not table.watchers and not table.stored and not table.dirty and table.priming is None:
+            if not table.watchers and not table.stored and not table.dirty and not table.queued:
                 if table.timer is not None:
                     table.timer.cancel()
                 del self._tables[game_id]
@@ -303,22 +309,32 @@ class Presence:
                 if table is not None:
                     self._take(table, row, now)
 
-    async def _prime(self, table: _Table) -> None:
-        """Read the other nodes' fields of a game this node just began to follow, then send its
-        connections their first frame (from this node's counts alone, should the read fail)."""
+    async def _prime(self) -> None:
+        """Read the other nodes' fields of the games this node just began to follow, all in one call (a
+        burst of hellos for many games costs one round trip, not one each), then send their connections
+        their first frame (from this node's counts alone, should the read fail: the next round reads
+        them again)."""
         try:
-            rows = await self.store.read_presence([table.game_id])
-            self._take(table, rows[0], self._clock())
-        except StoreError:
-            pass  # the next round reads it again
+            while self._unprimed:
+                tables, self._unprimed = self._unprimed, []
+                try:
+                    for start in range(0, len(tables), CHUNK):
+                        chunk = tables[start : start + CHUNK]
+                        rows = await self.store.read_presence([table.game_id for table in chunk])
+                        now = self._clock()
+                        for table, row in zip(chunk, rows, strict=True):
+                            self._take(table, row, now)
+                except StoreError:
+                    pass
+                for table in tables:
+                    table.primed, table.queued = True, False
+                    frame = self._frame(table)
+                    for watcher in table.watchers:
+                        if watcher.sent is None:
+                            self._send(watcher, frame)
+                    self._changed(table)
         finally:
-            table.primed = True
-            table.priming = None
-        frame = self._frame(table)
-        for watcher in table.watchers:
-            if watcher.sent is None:
-                self._send(watcher, frame)
-        self._changed(table)
+            self._priming = None
 
     # Frames -----------------------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ import asyncio
 import json
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import jsonschema
@@ -148,7 +148,7 @@ async def test_presence_never_enters_the_stream_a_view_or_an_export(
                 deadline = time.monotonic() + 5
                 while not (held := client.hgetall(presence_key(game_id))) and time.monotonic() < deadline:
                     await asyncio.sleep(0.1)  # written within a second of a change
-                stored = client.xrange(events_key(game_id))
+                stored = cast(list[tuple[bytes, dict[bytes, bytes]]], client.xrange(events_key(game_id)))
             finally:
                 client.close()
     assert len(held) == 1, "the node's own field, beside the stream"

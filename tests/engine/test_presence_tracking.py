@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -153,3 +154,26 @@ async def test_closing_a_node_removes_its_fields_and_a_game_left_by_all_is_forgo
 def test_an_expiry_not_longer_than_the_heartbeat_is_refused() -> None:
     with pytest.raises(ValueError, match="heartbeat < expiry"):
         Presence(MemoryEventStore(), heartbeat=5, expiry=5)
+
+
+class Counting(MemoryEventStore):
+    """The in-memory store, counting its presence reads."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: list[int] = []
+
+    async def read_presence(self, game_ids: Sequence[str]) -> list[dict[str, bytes]]:
+        self.reads.append(len(game_ids))
+        return await super().read_presence(game_ids)
+
+
+async def test_connections_to_many_new_games_at_once_cost_one_read_of_their_presence() -> None:
+    store, clock = Counting(), Clock()
+    here = node(store, "a", clock)
+    sinks = [Sink() for _ in range(300)]
+    for n, sink in enumerate(sinks):
+        here.join(f"g{n}", 2, n % 2, sink)
+    await settle()
+    assert store.reads == [300]
+    assert all(sink.frames == [frame([n % 2 == 0, n % 2 == 1], 0)] for n, sink in enumerate(sinks))

@@ -244,6 +244,29 @@ redis.call('HSET', KEYS[2], '!fenced', 1)
 return tonumber(string.match(top[1][1], '^0%-(%d+)$'))
 """
 
+# Presence (standalone Redis; on a Cluster, where keys of many slots cannot meet in a script, the same
+# commands go in a pipeline). KEYS: presence hashes. ARGV: node, time to live (ms), then each key's value
+# ('' removes the node's field, which leaves the hash's expiry as it was).
+WRITE_PRESENCE = """
+for i, key in ipairs(KEYS) do
+  local value = ARGV[2 + i]
+  if value == '' then
+    redis.call('HDEL', key, ARGV[1])
+  else
+    redis.call('HSET', key, ARGV[1], value)
+    redis.call('PEXPIRE', key, ARGV[2])
+  end
+end
+return #KEYS
+"""
+
+# KEYS: presence hashes -> each one's fields and values, flat ({} for none).
+READ_PRESENCE = """
+local found = {}
+for i, key in ipairs(KEYS) do found[i] = redis.call('HGETALL', key) end
+return found
+"""
+
 # KEYS: events, auth, commands. ARGV: the version the game must be at. Deletes the three keys only if the
 # game is still at that version (else CONFLICT <version>), so no append that landed after the caller read
 # the game is lost with them.
