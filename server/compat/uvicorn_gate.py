@@ -233,14 +233,13 @@ class GatedHttpProtocol(asyncio.Protocol):
         if early is not None:
             # No HTTP protocol yet: the first head is gathered here, and the protocol made once it ends.
             # A connection that never sends a whole head costs no more than this.
-            tail = self._tail
-            end = (tail + head).find(_HEAD_END)
-            if (end < 0 and size > most) or self._head_bytes + end + 4 - len(tail) > most:
+            ends = (self._tail + head[: most - self._head_bytes]).find(_HEAD_END) >= 0
+            if not ends and size > most:
                 self._refuse(HEAD_TOO_LARGE, TOO_LARGE)
                 return
             early.append(data)
             self._head_bytes = size
-            if end < 0:
+            if not ends:
                 self._tail = head[-3:]
                 return
             self._early = None

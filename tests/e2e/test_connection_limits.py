@@ -96,12 +96,23 @@ def healthz(server: Any, opened: list[socket.socket], source: str) -> int:
     return status(read_to_close(sock)[0])
 
 
-def refused_counts(server: Any, opened: list[socket.socket]) -> dict[str, float]:
+def metrics(server: Any, opened: list[socket.socket]) -> str:
     sock = open_socket(server, opened, "127.0.0.9")
     sock.sendall(get("/metrics", "connection: close"))
-    text = read_to_close(sock)[0].decode()
-    found = re.findall(r'^orchestra_connections_refused_total\{reason="(\w+)"\} ([0-9.e+]+)$', text, re.M)
+    return read_to_close(sock)[0].decode()
+
+
+def refused_counts(server: Any, opened: list[socket.socket]) -> dict[str, float]:
+    found = re.findall(
+        r'^orchestra_connections_refused_total\{reason="(\w+)"\} ([0-9.e+]+)$', metrics(server, opened), re.M
+    )
     return {reason: float(value) for reason, value in found}
+
+
+def gauge(text: str, name: str) -> float:
+    match = re.search(rf"^{name} ([0-9.e+]+)$", text, re.M)
+    assert match, name
+    return float(match.group(1))
 
 
 def websocket(server: Any, source: str) -> ClientConnection:
@@ -216,6 +227,18 @@ def test_websockets_count_against_the_limit_until_they_close(
         first.close()
         time.sleep(0.2)
         assert healthz(per_address, sockets, "127.0.0.3") == 200
+
+
+def test_open_connections_and_their_limit_are_gauges(per_address: Any, sockets: list[socket.socket]) -> None:
+    time.sleep(0.3)  # the connections of the tests before are closed on the server's side too
+    before = metrics(per_address, sockets)
+    assert gauge(before, "orchestra_tcp_connections_limit") > 1000
+    with websocket(per_address, "127.0.0.8"):
+        open_socket(per_address, sockets, "127.0.0.8")
+        time.sleep(0.2)
+        during = metrics(per_address, sockets)
+    # Each scrape counts itself.
+    assert gauge(during, "orchestra_tcp_connections") == gauge(before, "orchestra_tcp_connections") + 2
 
 
 def test_the_global_limit_refuses_any_address(start_server: Any, sockets: list[socket.socket]) -> None:
