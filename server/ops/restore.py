@@ -142,15 +142,6 @@ async def restore(
             f"game {game_id!r} is private and the file carries no credentials (an archive made without the "
             "signing key): no one could read it"
         )
-    found = await _present(store, game_id, stream)
-    if found is not None:
-        if found:
-            # Imported before (perhaps by a run stopped before its index entry): index it, idempotently.
-            await store.index(game_id, listing=listing, live=not report.ended)
-            return Restored(game_id, len(stream), Result.PRESENT, report.ended, bool(credentials))
-        if skip_existing:
-            return Restored(game_id, len(stream), Result.SKIPPED, report.ended, bool(credentials))
-        raise RestoreError(f"game {game_id!r} exists, with another history (--skip-existing to skip it)")
     try:
         await store.restore(
             game_id,
@@ -163,12 +154,13 @@ async def restore(
             max_live=max_live,
         )
     except GameExists:
-        raise RestoreError(f"game {game_id!r} was created meanwhile; nothing was written") from None
+        if [record.data for record in await store.read(game_id)] == stream:
+            # Imported before (perhaps by a run stopped before its index entry): index it, idempotently.
+            await store.index(game_id, listing=listing, live=not report.ended)
+            return Restored(game_id, len(stream), Result.PRESENT, report.ended, bool(credentials))
+        if skip_existing:
+            return Restored(game_id, len(stream), Result.SKIPPED, report.ended, bool(credentials))
+        raise RestoreError(
+            f"game {game_id!r} exists, with another history (--skip-existing to skip it)"
+        ) from None
     return Restored(game_id, len(stream), Result.IMPORTED, report.ended, bool(credentials))
-
-
-async def _present(store: EventStore, game_id: str, stream: list[bytes]) -> bool | None:
-    """None when the store has no game `game_id`; else whether it holds exactly these envelopes."""
-    if await store.version(game_id) == 0:
-        return None
-    return [record.data for record in await store.read(game_id)] == stream
