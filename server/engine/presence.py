@@ -247,14 +247,14 @@ class Presence:
                 await self.tick(beat)
             except StoreError as exc:
                 if not self._failing:
-                    log.warning("presence: the store does not answer", extra={"error": str(exc)})
+                    log.warning("presence not shared: store error", extra={"error": str(exc)})
                 self._failing = True
                 continue
             except Exception:  # a bug here must not stop presence for good
                 log.exception("presence: round failed")
                 continue
             if self._failing:
-                log.info("presence: the store answers again")
+                log.info("presence shared again")
                 self._failing = False
 
     async def tick(self, beat: bool = False) -> None:
