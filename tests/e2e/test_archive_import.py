@@ -245,3 +245,31 @@ async def test_verify_file_checks_many_files_and_names_each_bad_ones_first_bad_v
     changed.unlink()
     whole = await cli("verify", "--file", str(folder), *keys)
     assert whole.returncode == 0 and "verify: 1 verified, 0 skipped, 0 failed, of 1" in whole.stdout
+
+
+async def test_import_by_data_dir_works_while_the_server_runs_and_after_it_stopped(
+    start_server: Any, tmp_path: Path
+) -> None:
+    data_dir = tmp_path / "data"
+    server = start_server(redis_url=None, data_dir=data_dir)
+    games = [(await ended_game(server.url))[0] for _ in range(2)]
+    options = ("--data-dir", str(data_dir))
+    files = [tmp_path / f"{game_id}.ndjson" for game_id in games]
+    for game_id, out in zip(games, files, strict=True):
+        assert (await cli("archive", game_id, "--out", str(out), *options)).returncode == 0
+
+    running = await cli("import", str(files[0]), *options)  # through the running server's Redis
+    assert running.returncode == 0, running.stdout + running.stderr
+    async with httpx.AsyncClient(base_url=server.url) as http:
+        assert (await http.get(f"/games/{games[0]}/events")).content.splitlines() == (
+            files[0].read_bytes().splitlines()[:-1]
+        )
+    assert await asyncio.to_thread(server.terminate) in (0, -15)
+
+    stopped = await cli("import", str(files[1]), *options)  # the embedded Redis of its own
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    again = start_server(redis_url=None, data_dir=data_dir)
+    async with httpx.AsyncClient(base_url=again.url) as http:
+        for game_id, out in zip(games, files, strict=True):
+            served = (await http.get(f"/games/{game_id}/events")).content.splitlines()
+            assert served == out.read_bytes().splitlines()[:-1]
