@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 from typing import Any, ClassVar, cast
 
 import uvicorn
@@ -51,11 +52,15 @@ _CONSTRUCTOR = ("config", "server_state", "app_state", "_loop")
 _HEAD_END = b"\r\n\r\n"
 # What the transport calls on the websocket protocol itself once a connection is handed over.
 _HANDED = ("data_received", "eof_received", "pause_writing", "resume_writing")
-_BODY = b"request head too large\n"
-TOO_LARGE = (
-    b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: text/plain; charset=utf-8\r\n"
-    b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(_BODY), _BODY)
-)
+
+
+def too_large_answer(most: int) -> bytes:
+    """The whole answer to a head over `most` bytes: 431, with the body of protocol.md's errors."""
+    body = json.dumps({"code": "too_large", "message": f"a request head may hold {most} bytes"}).encode()
+    return (
+        b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: application/json\r\n"
+        b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(body), body)
+    )
 
 
 def missing(protocol: type = HttpToolsProtocol) -> list[str]:
@@ -235,7 +240,7 @@ class GatedHttpProtocol(asyncio.Protocol):
             # A connection that never sends a whole head costs no more than this.
             ends = (self._tail + head[: most - self._head_bytes]).find(_HEAD_END) >= 0
             if not ends and size > most:
-                self._refuse(HEAD_TOO_LARGE, TOO_LARGE)
+                self._refuse(HEAD_TOO_LARGE, too_large_answer(most))
                 return
             early.append(data)
             self._head_bytes = size
@@ -246,14 +251,16 @@ class GatedHttpProtocol(asyncio.Protocol):
             self._start(early[0] if len(early) == 1 else b"".join(early))
             return
         if size > most and (self._tail + head[: most - self._head_bytes]).find(_HEAD_END) < 0:
-            self._refuse(HEAD_TOO_LARGE, TOO_LARGE)  # the head does not end in time: never parsed
+            self._refuse(
+                HEAD_TOO_LARGE, too_large_answer(most)
+            )  # the head does not end in time: never parsed
             return
         self._head_bytes = size
         self._tail = head[-3:]
         self.inner.data_received(data)
         if self._awaiting and self._head_bytes > most and not self.transport.is_closing():
             # The parser did not end the head where this gate saw its end (it never should).
-            self._refuse(HEAD_TOO_LARGE, TOO_LARGE)
+            self._refuse(HEAD_TOO_LARGE, too_large_answer(most))
 
     def eof_received(self) -> bool | None:
         return None if self._early is not None else self.inner.eof_received()

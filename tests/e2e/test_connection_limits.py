@@ -7,6 +7,7 @@ which Linux routes to the loopback interface like 127.0.0.1).
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 import threading
@@ -135,6 +136,8 @@ def test_a_head_over_16_kib_gets_431_and_a_close_and_one_of_16_kib_is_served(
     over.sendall(head_of(17 * 1024))
     response, _ = read_to_close(over)
     assert status(response) == 431
+    answer = json.loads(response.split(b"\r\n\r\n", 1)[1])
+    assert answer == {"code": "too_large", "message": "a request head may hold 16384 bytes"}
     exact = open_socket(bounded, sockets)
     exact.sendall(head_of(HEAD))
     assert status(read_to_close(exact)[0]) == 200
