@@ -242,7 +242,8 @@ class GatedHttpProtocol(asyncio.Protocol):
             if not ends and size > most:
                 self._refuse(HEAD_TOO_LARGE, too_large_answer(most))
                 return
-            early.append(data)
+            if head:
+                early.append(head)  # blank lines before it dropped: any number of them costs nothing
             self._head_bytes = size
             if not ends:
                 self._tail = head[-3:]
@@ -251,9 +252,8 @@ class GatedHttpProtocol(asyncio.Protocol):
             self._start(early[0] if len(early) == 1 else b"".join(early))
             return
         if size > most and (self._tail + head[: most - self._head_bytes]).find(_HEAD_END) < 0:
-            self._refuse(
-                HEAD_TOO_LARGE, too_large_answer(most)
-            )  # the head does not end in time: never parsed
+            # The head does not end within the limit: what came of it is never parsed.
+            self._refuse(HEAD_TOO_LARGE, too_large_answer(most))
             return
         self._head_bytes = size
         self._tail = head[-3:]

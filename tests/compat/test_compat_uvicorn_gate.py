@@ -371,6 +371,18 @@ async def test_a_closed_connections_gate_and_protocol_are_freed_without_the_garb
             gc.enable()
 
 
+async def test_blank_lines_before_a_first_request_are_not_kept() -> None:
+    counts = limits()
+    async with serving(counts) as (server, port):
+        client = await Raw.open(port)
+        for _ in range(64):
+            await client.send(b"\r\n" * 32 * 1024)
+        (gate,) = server.server_state.connections  # no HTTP protocol yet: the gate stands for it
+        assert isinstance(gate, GatedHttpProtocol) and gate._early == []
+        await client.send(get("/after", connection="close"))
+        assert await client.response() == (200, b"/after 0")
+
+
 async def test_uvicorns_shutdown_closes_connections_that_have_not_sent_a_whole_head() -> None:
     counts = limits(request_timeout=30)
     async with serving(counts) as (server, port):
