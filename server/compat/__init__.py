@@ -1,4 +1,5 @@
-"""The only places that use private parts of a dependency, one module per dependency, each tested.
+"""The only places that use private parts of a dependency, each tested: a module per dependency (uvicorn
+has two: `uvicorn` for its websocket protocol, `uvicorn_gate` for the gate before its HTTP protocol).
 
 Each module's `missing()` lists what it relies on and the installed version lacks (tests/compat fails
 with that list and the version), so an upgrade that breaks one is caught before it runs.
