@@ -23,6 +23,8 @@ export const FAMILIES: readonly Family[];
 export const MATERIALS: readonly Material[];
 /** 1008 (refused) and 1011 (damaged game): a connection closed with one of them does not resume. */
 export const FINAL_CLOSE_CODES: readonly number[];
+/** The events of a placement: the ones a `PlacementTakenBack` can follow. */
+export const PLACEMENT_EVENTS: readonly ["ChairClaimed", "ChairStolen", "PlacedBelowLine"];
 
 // Tokens ----------------------------------------------------------------------------------------------
 
@@ -98,12 +100,16 @@ export interface View {
   scores: Score[];
 }
 
+/** A standard space's new end: its `below` cut to `below_from` tokens (fewer than held only after a
+ * take-back), then `below` appended; its chair replaced. */
 export interface ChairSpaceAdded {
   kind: "standard";
   chair: Seated | null;
   below_from: number;
   below: Seated[];
 }
+/** A rare space's new end: its `chairs` cut to `chairs_from` (fewer than held only after a take-back),
+ * then `chairs` appended. */
 export interface RareSpaceAdded {
   kind: "rare";
   chairs_from: number;
@@ -174,7 +180,14 @@ export interface GameEnded {
   scores: Score[];
   ranking: Rank[];
 }
-export type GameEvent = GameCreated | ChairClaimed | ChairStolen | PlacedBelowLine | GameEnded;
+/** `seat` took back its placement of `version` (always the event just before): the game is again as it
+ * was before that placement. */
+export interface PlacementTakenBack {
+  type: "PlacementTakenBack";
+  seat: number;
+  version: number;
+}
+export type GameEvent = GameCreated | ChairClaimed | ChairStolen | PlacedBelowLine | GameEnded | PlacementTakenBack;
 
 export interface Envelope {
   game_id: string;
@@ -218,11 +231,19 @@ export interface EndGameFrame {
   id: string;
   expected_version?: number | null;
 }
-export type ClientFrame = Hello | PlaceFrame | EndGameFrame;
+/** Take back the sender's own placement while it is the game's last event. */
+export interface TakeBackFrame {
+  type: "take_back";
+  id: string;
+  expected_version?: number | null;
+}
+export type ClientFrame = Hello | PlaceFrame | EndGameFrame | TakeBackFrame;
 /** What place() takes: a place frame's fields; the id is made when it is missing. */
 export type PlaceFields = Omit<PlaceFrame, "type" | "id"> & { id?: string };
 /** What endGame() takes. */
 export type EndGameFields = Omit<EndGameFrame, "type" | "id"> & { id?: string };
+/** What takeBack() takes. */
+export type TakeBackFields = Omit<TakeBackFrame, "type" | "id"> & { id?: string };
 
 export interface Welcome {
   type: "welcome";
@@ -248,10 +269,12 @@ export type RejectionCode =
   | "stale_version"
   | "limit_reached"
   | "illegal_space"
+  | "cannot_take_back"
   | "missing_choice"
   | "unavailable"
   | "store_full"
-  | "damaged_game";
+  | "damaged_game"
+  | "archiving";
 /** The codes of HTTP errors: those, and the ones only HTTP carries (HTTP_ONLY). */
 export type HttpErrorCode = RejectionCode | "too_many_games";
 export interface RejectedFrame {
@@ -476,6 +499,12 @@ export class Connection {
   /** Who is at the table, from the last presence frame; null before the first. */
   readonly presence: Presence | null;
   readonly reconnects: number;
+  /** The last envelope delivered; null before the first. */
+  readonly lastEnvelope: Envelope | null;
+  /** This seat's placement when it is the last envelope delivered and the game has not ended, else null:
+   * when a take-back may be offered (the server still decides). Known once an envelope has been
+   * delivered (connect with `since` to know it from the start). */
+  readonly lastPlacement: (Envelope & { event: ChairClaimed | ChairStolen | PlacedBelowLine }) | null;
   /** Resolves when the connection has ended for good. */
   readonly closed: Promise<CloseInfo>;
   on<K extends keyof ConnectionEvents>(name: K, listener: ConnectionEvents[K]): () => void;
@@ -484,8 +513,14 @@ export class Connection {
    * them); rejects with an OrchestraError (its `code`: the wire's). */
   place(placement: PlaceFields, options?: { timeout?: number }): Promise<Accepted>;
   endGame(fields?: EndGameFields, options?: { timeout?: number }): Promise<Accepted>;
-  /** Any command frame (place() and endGame() say it shorter). */
-  send(command: (PlaceFields & { type: "place" }) | (EndGameFields & { type: "end_game" }), options?: { timeout?: number }): Promise<Accepted>;
+  /** Take back this seat's placement while it is the game's last event; otherwise rejects with
+   * `cannot_take_back` (`game_over` after the end). */
+  takeBack(fields?: TakeBackFields, options?: { timeout?: number }): Promise<Accepted>;
+  /** Any command frame (place(), takeBack() and endGame() say it shorter). */
+  send(
+    command: (PlaceFields & { type: "place" }) | (EndGameFields & { type: "end_game" }) | (TakeBackFields & { type: "take_back" }),
+    options?: { timeout?: number },
+  ): Promise<Accepted>;
   close(): Promise<CloseInfo>;
 }
 

@@ -5,8 +5,8 @@
 //
 // HTTP: createGame, listGames, getView, getPresence, getEvents, getLegal. The websocket: connect() -> a
 // Connection that keeps `view` current (applying view deltas itself) and `presence` (who is at the
-// table), answers place() and endGame() with promises, and resumes by itself after a drop, 1012 or 1013
-// with `since`, so no envelope is missed or repeated.
+// table), answers place(), takeBack() and endGame() with promises, and resumes by itself after a drop,
+// 1012 or 1013 with `since`, so no envelope is missed or repeated.
 
 /** The ids the protocol speaks in, in the rules' order. */
 export const ERAS = Object.freeze(["baroque", "classical", "romantic"]);
@@ -15,6 +15,9 @@ export const MATERIALS = Object.freeze(["wood", "metal", "animal"]);
 
 /** Close codes after which resuming cannot help: refused (1008), the game's history unreadable (1011). */
 export const FINAL_CLOSE_CODES = Object.freeze([1008, 1011]);
+
+/** The events of a placement: the ones a `PlacementTakenBack` can follow. */
+export const PLACEMENT_EVENTS = Object.freeze(["ChairClaimed", "ChairStolen", "PlacedBelowLine"]);
 
 // Resuming: waits drawn at random up to a ceiling that doubles from 100 ms to 2 s ("full jitter"), so
 // clients that lost one server together do not all come back in the same instant; given up after 60 s
@@ -164,19 +167,21 @@ export async function getLegal(baseUrl, gameId, placed, { skill, token, fetch } 
 
 // Views ------------------------------------------------------------------------------------------------
 
-/** The view after a `view_delta` (a new object; `view` is left as it was): `spaces` replaced whole,
- * `added` appended, `score_changes` applied (each seat's `chairs` rebuilt from its counts, in the view's
- * space order), `version` and `ended` the delta's. Throws DeltaMismatch when it does not fit. */
+/** The view after a `view_delta` (a new object; `view` is left as it was): `spaces` replaced whole; for
+ * each space of `added`, its list cut where the addition starts (before the end only after a take-back),
+ * the addition's tokens appended and a standard space's chair set; `score_changes` applied (each seat's
+ * `chairs` rebuilt from its counts, in the view's space order); `version` and `ended` the delta's.
+ * Throws DeltaMismatch when it does not fit (an addition starting past the end of the list held). */
 export function applyDelta(view, delta) {
   const spaces = { ...view.spaces, ...(delta.spaces ?? {}) };
   for (const [id, addition] of Object.entries(delta.added ?? {})) {
     const space = spaces[id];
     const field = addition.kind === "standard" ? "below" : "chairs";
     const start = addition[`${field}_from`];
-    if (!space || space.kind !== addition.kind || space[field].length !== start) {
-      throw new DeltaMismatch(`${id}: the delta does not extend the view held`);
+    if (!space || space.kind !== addition.kind || space[field].length < start) {
+      throw new DeltaMismatch(`${id}: the delta does not fit the view held`);
     }
-    const extended = { ...space, [field]: [...space[field], ...addition[field]] };
+    const extended = { ...space, [field]: [...space[field].slice(0, start), ...addition[field]] };
     if (field === "below") extended.chair = addition.chair;
     spaces[id] = extended;
   }
@@ -267,6 +272,8 @@ export class Connection {
     this.presence = null;
     /** How many times the connection resumed. */
     this.reconnects = 0;
+    /** The last envelope delivered (to "events" listeners); null before the first. */
+    this.lastEnvelope = null;
     this.closed = new Promise((resolve) => {
       this._resolveClosed = resolve;
     });
@@ -336,6 +343,23 @@ export class Connection {
    * fields of a `place` frame). */
   place(placement, options) {
     return this.send({ ...placement, type: "place" }, options);
+  }
+
+  /** Take back this seat's placement while it is the game's last event: `{expected_version?, id?}`.
+   * Otherwise it rejects with `cannot_take_back` (`game_over` once the game has ended). */
+  takeBack(fields = {}, options) {
+    return this.send({ ...fields, type: "take_back" }, options);
+  }
+
+  /** The envelope of this seat's placement when it is the last envelope delivered and the game has not
+   * ended, else null: when a take-back may be offered (the server still decides: another seat's command
+   * may land first). Known only once an envelope has been delivered: connect with `since` to know it from
+   * the start. */
+  get lastPlacement() {
+    const last = this.lastEnvelope;
+    if (this._state === "closed" || this.seat === null || !last || last.version !== this.version) return null;
+    if (!PLACEMENT_EVENTS.includes(last.event?.type) || last.event.seat !== this.seat) return null;
+    return this.view?.ended ? null : last;
   }
 
   /** End the game (seat 0 only): `{expected_version?, id?}`. */
@@ -526,6 +550,7 @@ export class Connection {
       }
     }
     this.version = fresh[fresh.length - 1].version;
+    this.lastEnvelope = fresh[fresh.length - 1];
     this._emit("events", fresh, frame);
     this._settle();
     if (viewChanged) this._emit("view", this.view);

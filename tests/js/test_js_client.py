@@ -44,6 +44,9 @@ EXPECTED_TESTS = {
     "1013 (a game full of connections) is retried until there is room",
     "1011 (the game's history damaged) is final: no retry, unanswered commands rejected",
     "presence: a player and a spectator see each other, as getPresence does, and getView stays the view",
+    "applyDelta cuts a list where a take-back's addition starts and gives the chair back",
+    "takeBack: the game as before the placement, every view equals GET /games/{id}, lastPlacement follows",
+    "takeBack is refused with the wire code: cannot_take_back, forbidden, stale_version, game_over",
 }
 
 

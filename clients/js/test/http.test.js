@@ -119,6 +119,8 @@ test("applyDelta extends the view it fits and refuses one it does not", () => {
   assert.deepEqual(after.scores[1].chairs, ["viola", "rare_winds"]);
   assert.deepEqual(after.scores[0].chairs, []);
   assert.equal(view.version, 2, "the view given is left as it was");
-  assert.throws(() => applyDelta(after, delta), DeltaMismatch); // it starts where `view`'s lists ended
+  // An addition may start before the end of the list held (a take-back cuts it), never past it.
+  const pastTheEnd = { ...delta, added: { viola: { ...delta.added.viola, below_from: 1 } } };
+  assert.throws(() => applyDelta(view, pastTheEnd), DeltaMismatch);
   assert.throws(() => applyDelta(view, { ...delta, added: {}, score_changes: [{ ...delta.score_changes[0], seat: 3 }] }), DeltaMismatch);
 });

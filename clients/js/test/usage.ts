@@ -64,6 +64,16 @@ export async function play(baseUrl: string): Promise<number> {
   console.log(describeToken(performance), describeToken(performance, { short: true }), legal.materials, games.length);
   const first = events[0]?.event;
   if (first?.type === "ChairStolen") console.log(first.from_seat, first.reason);
+  if (first?.type === "PlacementTakenBack") console.log(first.seat, first.version);
+  const placed = game.lastPlacement;
+  if (placed) {
+    console.log(placed.event.space, describeToken(placed.event.token), game.lastEnvelope?.version);
+    try {
+      await game.takeBack({ expected_version: placed.version });
+    } catch (error) {
+      if (error instanceof OrchestraError && error.code === "cannot_take_back") console.log(error.version);
+    }
+  }
   const info = await game.close();
   console.log(info.code, role, view.version);
   return game.version;
@@ -83,6 +93,8 @@ export async function mistakes(baseUrl: string): Promise<void> {
   await game.place({ token: { kind: "repair", family: "winds" }, space: "oboe", seat: 0 });
   // @ts-expect-error: no such event
   game.on("message", () => undefined);
+  // @ts-expect-error: a take-back names no placement: it is always the seat's last one
+  await game.takeBack({ version: 3 });
   // @ts-expect-error: a view mode the server does not know
   await connect(baseUrl, "g", { view: "bogus" });
   // @ts-expect-error: createGame needs its players

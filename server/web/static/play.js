@@ -1,5 +1,6 @@
 // The play page: a seat's token in the address's fragment; pick a token, click a space. Where a token may
-// go is the server's answer (GET /games/{id}/legal), never decided here.
+// go is the server's answer (GET /games/{id}/legal), never decided here; so is a take-back (the button is
+// offered while the client library's `lastPlacement` says the last event is this seat's placement).
 
 import { describeToken, ERAS, FAMILIES, getLegal, MATERIALS, nameOf } from "/client/orchestra.js";
 import { livePage } from "./live.js";
@@ -78,6 +79,34 @@ async function answer(sent) {
   }
 }
 
+// "Take back" while this seat's placement is the game's last event (the server still decides).
+function offerTakeBack() {
+  const button = $("take-back");
+  const placed = connection?.lastPlacement;
+  button.hidden = !placed;
+  button.disabled = false;
+  if (!placed || !board) return;
+  const what = `${describeToken(placed.event.token)} from ${board.spaceName(placed.event.space)}`;
+  button.textContent = `Take back ${describeToken(placed.event.token, { short: true })}`;
+  button.title = `Take back ${what}`;
+  button.dataset.version = String(placed.version);
+}
+
+async function takeBack() {
+  const placed = connection?.lastPlacement;
+  if (!placed) return;
+  $("take-back").disabled = true;
+  const what = `${describeToken(placed.event.token)} from ${board.spaceName(placed.event.space)}`;
+  message.textContent = `Taking back ${what}\u2026`;
+  try {
+    const accepted = await connection.takeBack({ expected_version: placed.version });
+    message.textContent = `Took back ${what} (version ${accepted.version}).`;
+  } catch (error) {
+    message.textContent = `Rejected (${error.code}): ${error.message}`;
+  }
+  offerTakeBack();
+}
+
 function welcome(frame) {
   const seat = frame.seat;
   if (seat === null || seat === undefined) {
@@ -99,6 +128,7 @@ if (!secret) {
   for (const id of ["which", "skill"]) $(id).addEventListener("change", refreshLegal);
   $("picker").addEventListener("submit", (event) => event.preventDefault());
   $("end-game").addEventListener("click", () => answer(connection.endGame()));
+  $("take-back").addEventListener("click", takeBack);
   connection = await livePage({
     board(made) {
       board = made;
@@ -111,4 +141,8 @@ if (!secret) {
     },
     welcome,
   });
+  if (connection) {
+    for (const name of ["events", "welcome", "close"]) connection.on(name, offerTakeBack);
+    offerTakeBack();
+  }
 }

@@ -4,7 +4,7 @@
 // (/client/orchestra.js), and where a token may go comes from GET /games/{id}/legal. Everything a client
 // chose (player names above all) is inserted as text (textContent, text nodes), never as markup.
 
-import { describeToken, ERAS, FAMILIES, nameOf } from "/client/orchestra.js";
+import { describeToken, ERAS, FAMILIES, nameOf, PLACEMENT_EVENTS } from "/client/orchestra.js";
 
 // Drawn as the board lies: the rare row at the back (top), the strings row at the front (bottom).
 const FAMILY_ROWS = ["percussion_keyboards", "winds", "strings"];
@@ -110,7 +110,9 @@ export class Board {
     this.spaces = new Map(layout.spaces.map((space) => [space.id, space]));
     this.cells = new Map();
     this.seen = new Map();
+    this.shown = new Map(); // each space as last drawn, to find the tokens that left it
     this.scoreSeen = new Map();
+    this.lastPlaced = null; // the last placement described: what a take-back that follows takes back
     this.version = 0;
     this.presence = null;
     this.draw();
@@ -209,6 +211,8 @@ export class Board {
       if (this.seen.get(id) === signature) continue;
       const changed = this.seen.has(id);
       this.seen.set(id, signature);
+      const before = this.shown.get(id);
+      this.shown.set(id, held);
       const { cell, chair, below } = found;
       if (held.kind === "rare") {
         const chairs = held.chairs;
@@ -222,12 +226,40 @@ export class Board {
         else delete cell.dataset.chairSeat;
         below.replaceChildren(...held.below.map((s) => this.chip(s, false)));
       }
-      if (changed && animate) flash(cell);
+      if (changed && animate) {
+        flash(cell);
+        if (before) this.showLeaving(before, held, chair, below);
+      }
     }
     this.renderScores(view.scores, animate);
     this.version = view.version;
     this.root.dataset.version = String(view.version);
     document.body.classList.toggle("ended", Boolean(view.ended));
+  }
+
+  // The tokens that left a space (a take-back, or a replay stepping back): each fades out where it was,
+  // drawn apart from the chips (class `leaving`, not `chip`), and gone once its animation has played.
+  showLeaving(before, held, chair, below) {
+    const key = (seated) => JSON.stringify([seated.seat, seated.token]);
+    const after = held.kind === "rare" ? held.chairs : [held.chair, ...held.below];
+    const left = new Map();
+    for (const seated of after) if (seated) left.set(key(seated), (left.get(key(seated)) ?? 0) + 1);
+    const placed = before.kind === "rare" ? before.chairs.map((s) => [s, chair]) : [[before.chair, chair], ...before.below.map((s) => [s, below])];
+    for (const [seated, where] of placed) {
+      if (!seated) continue;
+      const count = left.get(key(seated)) ?? 0;
+      if (count > 0) {
+        left.set(key(seated), count - 1);
+        continue;
+      }
+      const ghost = el("span", `leaving seat-${seated.seat % 4}`);
+      ghost.dataset.seat = String(seated.seat);
+      ghost.title = `${this.name(seated.seat)}: ${describeToken(seated.token)} (taken back)`;
+      ghost.append(el("span", "who", this.name(seated.seat)));
+      ghost.append(el("span", "what", describeToken(seated.token, { short: true })));
+      where.append(ghost);
+      setTimeout(() => ghost.remove(), 1600);
+    }
   }
 
   // Who is at the table (a presence frame's `seats` and `spectators`): each seat's dot in the scores.
@@ -273,6 +305,8 @@ export class Board {
     const who = { seat: e.seat ?? envelope.seat };
     const space = e.space ? this.spaceName(e.space) : "";
     const token = e.token ? describeToken(e.token) : "";
+    const placed = this.lastPlaced;
+    this.lastPlaced = PLACEMENT_EVENTS.includes(e.type) ? envelope : null;
     switch (e.type) {
       case "GameCreated":
         return [`Game created for ${joinNames(e.players)} on the ${e.layout.name} layout`];
@@ -292,6 +326,11 @@ export class Board {
         const why = { instrument_holds: "an instrument holds the chair", no_majority: "no majority",
           own_chair: "already holds the chair" }[e.reason] || e.reason;
         return [who, ` places ${token} below the line in ${space} (${why}): ${amounts(e.consolation)}`];
+      }
+      case "PlacementTakenBack": {
+        // What it takes back is the placement just before it (its `version`).
+        if (placed?.version !== e.version) return [who, ` takes back their placement of version ${e.version}`];
+        return [who, ` takes back ${describeToken(placed.event.token)} from ${this.spaceName(placed.event.space)}`];
       }
       case "GameEnded": {
         const out = [who, " ends the game. Final:"];
