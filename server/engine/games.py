@@ -85,6 +85,8 @@ class Games:
         )
         self._games: OrderedDict[str, LiveGame] = OrderedDict()
         self._loading: dict[str, asyncio.Future[LiveGame | None]] = {}
+        # Told the id of each public game this node creates (the wall, while anyone watches it).
+        self.on_listed: Callable[[str], None] | None = None
 
     def __len__(self) -> int:
         return len(self._games)
@@ -128,6 +130,8 @@ class Games:
         listing = listing_of(names) if created.spectators == "public" else None
         await self.store.create(game_id, data[0], credentials, listing=listing, max_live=self.max_games)
         log.info("game created", extra={"game_id": game_id, "version": 1, "count": len(players)})
+        if listing is not None and self.on_listed is not None:
+            self.on_listed(game_id)
         seats = [
             SeatToken(seat, name, token) for seat, (name, token) in enumerate(zip(names, tokens, strict=True))
         ]

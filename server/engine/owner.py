@@ -10,8 +10,10 @@ the state the previous one leaves, appends them all in one store call, and then,
 4. does what needs another read: first outcomes of repeated ids, refusals whose id may have been
    accepted before, and a catch-up when another node moved the game.
 
-What another node appends reaches the game through its tail (one per followed game) and goes through
-the same fold and fan-out, never while a round of this game is in flight. Nothing here waits on another
+What another node appends reaches the game through its tail (one per followed or watched game) and goes
+through the same fold and fan-out, never while a round of this game is in flight. A watcher (the node's
+wall, server.engine.wall) is told each time the game folds something new, before the fan-out; a game
+nobody watches pays nothing for it. Nothing here waits on another
 game: each game's worker awaits only its own store calls, which the store pipelines with other games'.
 """
 
@@ -59,6 +61,8 @@ class Outcome(msgspec.Struct, frozen=True):
 
 # Gets a command's Outcome, or the Rejected or StoreError that refused it; called exactly once.
 Reply = Callable[[Outcome | Exception], None]
+# Told that the game folded new records (it reads what it needs from the game); must not block.
+Watcher = Callable[["LiveGame"], None]
 
 
 class Submission:
@@ -153,6 +157,7 @@ class LiveGame:
         self.folded = folded
         self._node = node
         self.followers: list[Follower] = []
+        self.watcher: Watcher | None = None
         self._waiting: list[Submission] = []
         self._worker: asyncio.Task[None] | None = None
         self._in_round = False
@@ -172,8 +177,9 @@ class LiveGame:
 
     @property
     def busy(self) -> bool:
-        """Whether commands are waiting or in flight, or anyone follows the game (never evicted then)."""
-        return self._worker is not None or bool(self.followers)
+        """Whether commands are waiting or in flight, or anyone follows or watches the game (never evicted
+        then)."""
+        return self._worker is not None or bool(self.followers) or self.watcher is not None
 
     # Commands ---------------------------------------------------------------------------------------
 
@@ -440,14 +446,31 @@ class LiveGame:
     def follow(self, follower: Follower) -> None:
         """Send the follower every frame from the current version on; the game's tail runs while followed."""
         self.followers.append(follower)
-        if self._tail is None:
-            self._tail = asyncio.get_running_loop().create_task(self._follow_stream())
+        self._keep_tail()
 
     def unfollow(self, follower: Follower) -> None:
-        """Stop sending to the follower; the tail stops with the last one."""
+        """Stop sending to the follower; the tail stops with the last one (and no watcher)."""
         with contextlib.suppress(ValueError):
             self.followers.remove(follower)
-        if not self.followers and self._tail is not None:
+        self._keep_tail()
+
+    def watch(self, watcher: Watcher) -> None:
+        """Call `watcher` each time the game folds new records (its own appends and other nodes'); the
+        game's tail runs while watched. One watcher at a time: a second replaces the first."""
+        self.watcher = watcher
+        self._keep_tail()
+
+    def unwatch(self) -> None:
+        """Stop calling the watcher; the tail stops unless the game is followed."""
+        self.watcher = None
+        self._keep_tail()
+
+    def _keep_tail(self) -> None:
+        """Run the tail while anyone follows or watches the game, and only then."""
+        wanted = bool(self.followers) or self.watcher is not None
+        if wanted and self._tail is None:
+            self._tail = asyncio.get_running_loop().create_task(self._follow_stream())
+        elif not wanted and self._tail is not None:
             self._tail.cancel()
             self._tail = None
 
@@ -457,7 +480,11 @@ class LiveGame:
         return self._tail is None or not self._tail.done()
 
     def _publish(self, records: Sequence[Record]) -> None:
-        """One frame per view mode for the records just folded, encoded once, to every follower."""
+        """Tell the watcher; then one frame per view mode for the records just folded, encoded once, to
+        every follower."""
+        watcher = self.watcher
+        if watcher is not None:
+            watcher(self)
         followers = self.followers
         if not followers:
             return

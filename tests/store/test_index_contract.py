@@ -132,3 +132,24 @@ async def test_an_ended_private_game_indexed_later_is_neither_listed_nor_live(st
 async def test_nothing_is_unindexed_in_a_store_written_with_the_index(store: EventStore) -> None:
     game_id = await made(store)
     assert game_id not in await bounded(store.unindexed())
+
+
+async def test_public_ids_are_the_listed_games_newest_first_and_with_live_those_still_live(
+    store: EventStore,
+) -> None:
+    first, private, ending, last = (
+        await made(store, b"{}"),
+        await made(store),
+        await made(store, b"{}"),
+        await made(store, b"{}"),
+    )
+    newest = await bounded(store.public_ids(3))
+    assert newest == [last, ending, first]  # the private game is never among them
+    assert await bounded(store.public_ids(1)) == [last]
+    await bounded(store.ended(ending))
+    live = await bounded(store.public_ids(1000, live=True))
+    assert live.index(last) < live.index(first) and ending not in live and private not in live
+    assert await bounded(store.public_ids(2, live=True)) == [last, first]
+    await bounded(store.delete(last))
+    assert last not in await bounded(store.public_ids(1000, live=True))
+    assert await bounded(store.public_ids(2)) == [ending, first]
