@@ -17,6 +17,10 @@ Presence: `client.presence` holds who is at the table (`seats`, each with `onlin
 from the `presence` frames that follow the welcome and each change (they update it and are not yielded
 by `next_frame` or `frames`); `await client.wait_for_presence(check)` waits for a state.
 
+The wall feed (`orchestra_client.wall`): `await WallClient.connect(base_url)` keeps `wall.games`, every
+public game on the server's wall (live ones, then the most recently ended), current from the feed's
+changes (`apply_wall_changes`), and connects again by itself after a drop.
+
 HTTP helpers: `await create_game(base_url, ["Ada", "Ben"])` (the seats and their secret tokens, shown
 once), `await get_view(base_url, game_id, at=N)`, `await get_presence(base_url, game_id)` and
 `await get_events(base_url, game_id, after=N)`.
@@ -36,13 +40,16 @@ from orchestra_client.session import (
     Json,
     apply_delta,
 )
+from orchestra_client.wall import WallClient, apply_wall_changes
 
 __all__ = [
     "Json",
     "ConnectionRefused",
     "DeltaMismatch",
     "GameClient",
+    "WallClient",
     "apply_delta",
+    "apply_wall_changes",
     "create_game",
     "get_events",
     "get_presence",

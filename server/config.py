@@ -57,6 +57,10 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # again every heartbeat (seconds); a node's not written again within the expiry no longer count.
     presence_heartbeat: float = 5.0
     presence_expiry: float = 15.0
+    # The wall (/wall, /wall/ws): the live public games it shows at most, and the ended ones it keeps (the
+    # most recently ended; the oldest retires when another ends).
+    wall_live_games: int = 200
+    wall_ended_games: int = 8
     log_level: str = "info"
     # permessage-deflate on websockets: saves bandwidth on slow links, costs CPU per recipient per frame.
     ws_compression: bool = False

@@ -63,7 +63,7 @@ class Metrics:
             ["code"],
             registry=r,
         )
-        for role in ("player", "spectator"):
+        for role in ("player", "spectator", "wall"):
             self.connections.labels(role)
         for code in ("rate_limited", "too_many_games"):
             self.creations_refused.labels(code)

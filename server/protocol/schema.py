@@ -2,8 +2,8 @@
 
 The document is portable: standard keywords only, patterns in the subset ECMA-262 and Python share (see
 domain.patterns), so strict validators (ajv in strict mode) compile it as served. Its entry points are
-`$defs/ClientFrame`, `$defs/ServerFrame` and `$defs/Game` (GET /games/{id}); the root accepts a frame of
-either direction.
+`$defs/ClientFrame`, `$defs/ServerFrame`, `$defs/Game` (GET /games/{id}) and `$defs/WallFeedFrame` (the
+frames of the wall feed, /wall/ws); the root accepts a game socket's frame of either direction.
 
 msgspec's output is reshaped in three ways:
 - a tagged union (msgspec writes `anyOf` with OpenAPI's `discriminator`, which is no JSON Schema keyword)
@@ -24,7 +24,7 @@ import msgspec
 from domain import Event
 from projections import View, ViewDelta
 from server.engine.envelope import Envelope
-from server.protocol import frames
+from server.protocol import frames, wall
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 REF = "#/$defs/{name}"
@@ -79,7 +79,7 @@ GAME: dict[str, Any] = {
     ],
 }
 # The definitions a client starts from: the frames of both directions, and the body of GET /games/{id}.
-ENTRY_POINTS = ("ClientFrame", "ServerFrame", "Game")
+ENTRY_POINTS = ("ClientFrame", "ServerFrame", "Game", "WallFeedFrame")
 # Fields that a frame of that shape never carries: the three `events` shapes exclude one another.
 ABSENT = {"EventsFrame": ("view_delta",), "DeltaFrame": ("view",), "HistoryFrame": ("view", "view_delta")}
 # Fields with a default in Python that every envelope carries all the same (only `key` and `sig` may be
@@ -97,6 +97,7 @@ def build() -> dict[str, Any]:
     """The schema as a JSON object."""
     types: tuple[Any, ...] = (*CLIENT_FRAMES, *SERVER_FRAMES, Envelope, Event, View, ViewDelta)
     types += (frames.Presence,)  # GET /games/{id}'s (see GAME)
+    types += wall.WALL_FRAMES  # the wall feed's (/wall/ws)
     _, components = msgspec.json.schema_components(types, ref_template=REF)
     unions: dict[str, Any] = {}  # the named unions met on the way
     defs: dict[str, Any] = {name: _portable(schema, unions) for name, schema in components.items()}
@@ -108,6 +109,7 @@ def build() -> dict[str, Any]:
     defs["ClientFrame"] = _one_of(t.__name__ for t in CLIENT_FRAMES)
     defs["ServerFrame"] = _one_of(t.__name__ for t in SERVER_FRAMES)
     defs["Game"] = GAME
+    defs["WallFeedFrame"] = _one_of(t.__name__ for t in wall.WALL_FRAMES)
     return {
         "$schema": DIALECT,
         "title": "Orchestra wire protocol v1",
@@ -115,8 +117,9 @@ def build() -> dict[str, Any]:
             "Validate a frame a client sends against #/$defs/ClientFrame, a frame the server sends against "
             "#/$defs/ServerFrame; envelopes (#/$defs/Envelope, also the lines of GET /games/{id}/events), "
             "views (#/$defs/View, also GET /games/{id}?at=N) and view deltas (#/$defs/ViewDelta) have their "
-            "own definitions, and so has GET /games/{id} (#/$defs/Game: the view and the presence now). The "
-            "root accepts a frame of either direction."
+            "own definitions, and so has GET /games/{id} (#/$defs/Game: the view and the presence now). A "
+            "frame of the wall feed (/wall/ws) validates against #/$defs/WallFeedFrame. The root accepts a "
+            "frame of either direction of a game's websocket."
         ),
         "oneOf": [{"$ref": REF.format(name="ClientFrame")}, {"$ref": REF.format(name="ServerFrame")}],
         "$defs": dict(sorted(defs.items())),

@@ -29,7 +29,7 @@ from server.ops import signing_keys
 from server.ops.embedded_redis import EmbeddedRedis
 from server.store import EventStore, StoreError
 from server.store.redis import RedisEventStore
-from server.web import http, pages, ws
+from server.web import http, pages, wall, ws
 from server.web.access import AccessLog
 from server.web.context import Context
 
@@ -125,6 +125,7 @@ def create_app(
             with contextlib.suppress(asyncio.CancelledError):
                 await backfilling
             await presence.close()  # this node's connections stop counting at once, not after the expiry
+            await ctx.wall.close()
             await games.close()  # a command still waiting is answered unavailable, not dropped
             if store is None:
                 await opened.close()
@@ -138,6 +139,7 @@ def create_app(
         Route("/games/{game_id}", http.get_game, methods=["GET"]),
         Route("/games/{game_id}/events", http.get_events, methods=["GET"]),
         WebSocketRoute("/games/{game_id}/ws", ws.game_socket),
+        WebSocketRoute("/wall/ws", wall.wall_socket),
         Route("/healthz", http.healthz, methods=["GET"]),
         Route("/readyz", http.readyz, methods=["GET"]),
         Route("/schema.json", http.schema_json, methods=["GET"]),

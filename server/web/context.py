@@ -8,6 +8,7 @@ from server.config import Settings
 from server.engine.games import Games
 from server.engine.presence import Presence
 from server.engine.signing import Keyring
+from server.engine.wall import Wall
 from server.metrics import Metrics
 from server.ops.embedded_redis import EmbeddedRedis
 from server.web.throttle import AddressThrottle
@@ -27,6 +28,14 @@ class Context:
     keys: Keyring = field(default_factory=Keyring)
     # How fast each client address may create games (from the settings).
     creations: AddressThrottle = field(init=False)
+    # The node's wall of public games (server.engine.wall): runs while anyone watches it.
+    wall: Wall = field(init=False)
 
     def __post_init__(self) -> None:
         self.creations = AddressThrottle(self.settings.create_rate_per_minute, self.settings.create_burst)
+        self.wall = Wall(
+            self.games,
+            presence=self.presence,
+            live_games=self.settings.wall_live_games,
+            ended_games=self.settings.wall_ended_games,
+        )

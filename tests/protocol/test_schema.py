@@ -181,3 +181,20 @@ def test_get_games_id_is_the_view_with_the_presence_beside_its_fields() -> None:
     assert frame["type"] == {"const": "presence"}
     assert {key: frame[key] for key in ("seats", "spectators")} == DEFS["Presence"]["properties"]
     assert DEFS["SeatPresence"]["required"] == ["seat", "online"]
+
+
+def test_the_wall_feed_is_an_entry_point_whose_changes_carry_only_what_changed() -> None:
+    """`wall` and `wall_changes` frames validate against WallFeedFrame; a change requires only its game id
+    and never carries a null (a field that did not change is left out)."""
+    assert "WallFeedFrame" in schema.ENTRY_POINTS
+    assert [b["$ref"] for b in DEFS["WallFeedFrame"]["oneOf"]] == [
+        "#/$defs/WallFrame",
+        "#/$defs/WallChangesFrame",
+    ]
+    assert DEFS["WallFrame"]["properties"]["type"] == {"const": "wall"}
+    assert DEFS["WallChangesFrame"]["properties"]["type"] == {"const": "wall_changes"}
+    assert DEFS["WallChange"]["required"] == ["game_id"]
+    for name, rule in DEFS["WallChange"]["properties"].items():
+        assert "null" not in json.dumps(rule), name
+    assert DEFS["WallGame"]["properties"]["layout"] == {"$ref": "#/$defs/Layout"}
+    assert set(DEFS["WallGame"]["required"]) == set(DEFS["WallGame"]["properties"])

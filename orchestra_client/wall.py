@@ -1,0 +1,204 @@
+"""The wall feed (`/wall/ws`): every public game on the server's wall, kept current from its changes.
+
+    async with await WallClient.connect("http://127.0.0.1:8000") as wall:
+        print(list(wall.games))                 # the games on the wall, in its order
+        frame = await wall.next_frame()         # each `wall_changes` frame (already applied), in order
+
+After a drop, 1012 or 1013 the client connects again by itself (the same waits as `GameClient`'s) and the
+new `wall` frame replaces `games` whole; 1008 ends it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import random
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import msgspec
+import websockets
+from websockets.asyncio.client import ClientConnection
+from websockets.exceptions import ConnectionClosed
+
+from orchestra_client.session import BACKOFF_BASE, BACKOFF_CAP, RESUME_FOR, ConnectionRefused, Json
+
+_decode = msgspec.json.Decoder(dict[str, Any]).decode
+REFUSED = 1008
+
+
+def apply_wall_changes(games: dict[str, Json], frame: Json) -> dict[str, Json]:
+    """The games held after a `wall_changes` frame (a new dict, in the wall's order; `games` is left as
+    it was): `retired` removed, `added` put first in the frame's order, each of `changed` updated (its
+    fields replaced, of `chairs` only the spaces it names), and a game that ends moved to the head of the
+    ended games. A change naming a game not held is ignored."""
+    retired = set(frame.get("retired", ()))
+    held: dict[str, Json] = {game["game_id"]: game for game in frame.get("added", ())}
+    for game_id, game in games.items():
+        if game_id not in retired and game_id not in held:
+            held[game_id] = game
+    ending: list[str] = []
+    for change in frame.get("changed", ()):
+        before = held.get(change["game_id"])
+        if before is None:
+            continue
+        updated = {**before, **{k: v for k, v in change.items() if k not in ("game_id", "chairs")}}
+        if "chairs" in change:
+            updated["chairs"] = {**before["chairs"], **change["chairs"]}
+        held[change["game_id"]] = updated
+        if change.get("ended") is True and not before["ended"]:
+            ending.append(change["game_id"])
+    if not ending:
+        return held
+    live = [(g, game) for g, game in held.items() if not game["ended"]]
+    ended = [(g, game) for g, game in held.items() if game["ended"] and g not in ending]
+    return dict([*live, *((g, held[g]) for g in ending), *ended])
+
+
+class WallClient:
+    """One subscriber of the wall feed. Create it with `await WallClient.connect(...)`."""
+
+    def __init__(self, base_url: str, *, reconnect: bool) -> None:
+        self.url = base_url.replace("http://", "ws://").replace("https://", "wss://").rstrip("/") + "/wall/ws"
+        self.reconnect = reconnect
+        self.games: dict[str, Json] = {}
+        self.ended_kept = 0
+        self.received: list[Json] = []  # every frame received, in order (for tests and tools)
+        self.reconnects = 0
+        self.closed_with: tuple[int | None, str] | None = None
+        self._ws: ClientConnection | None = None
+        self._frames: asyncio.Queue[Json | None] = asyncio.Queue()
+        self._changed = asyncio.Event()
+        self._reader: asyncio.Task[None] | None = None
+        self._closing = False
+
+    @classmethod
+    async def connect(cls, base_url: str, *, reconnect: bool = True, timeout: float = 10.0) -> WallClient:
+        """Connect and wait for the `wall` frame. Raises: ConnectionRefused, OSError, TimeoutError."""
+        client = cls(base_url, reconnect=reconnect)
+        await asyncio.wait_for(client._open(), timeout)
+        client._reader = asyncio.get_running_loop().create_task(client._read())
+        return client
+
+    async def __aenter__(self) -> WallClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def next_frame(self, timeout: float = 10.0) -> Json:
+        """The next frame after the first `wall` (a `wall_changes`, or a `wall` after a reconnect), already
+        applied to `games`. Raises: TimeoutError; ConnectionRefused when the session ended."""
+        frame = await asyncio.wait_for(self._frames.get(), timeout)
+        if frame is None:
+            self._frames.put_nowait(None)
+            code, reason = self.closed_with or (None, "closed")
+            raise ConnectionRefused(code, reason)
+        return frame
+
+    async def frames(self) -> AsyncIterator[Json]:
+        """Every further frame until the session ends."""
+        while True:
+            frame = await self._frames.get()
+            if frame is None:
+                self._frames.put_nowait(None)
+                return
+            yield frame
+
+    async def wait_until(self, check: Callable[[dict[str, Json]], bool], timeout: float = 10.0) -> None:
+        """Wait until `games` satisfies `check` (looked at after each frame). Raises: TimeoutError."""
+
+        async def reached() -> None:
+            while not check(self.games):
+                self._changed.clear()
+                await self._changed.wait()
+
+        await asyncio.wait_for(reached(), timeout)
+
+    async def send_raw(self, data: str | bytes) -> None:
+        """Send any frame (the feed takes none: for tests)."""
+        assert self._ws is not None
+        await self._ws.send(data)
+
+    async def drop(self) -> None:
+        """Cut the connection abruptly (as a network would), leaving reconnecting to do its work."""
+        if self._ws is not None and self._ws.transport is not None:
+            self._ws.transport.abort()
+
+    async def close(self) -> None:
+        """Close the session."""
+        self._closing = True
+        if self._ws is not None:
+            with contextlib.suppress(Exception):
+                await self._ws.close()
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._reader
+
+    # internals ------------------------------------------------------------------------------------
+
+    async def _open(self) -> None:
+        ws = await websockets.connect(self.url, max_size=None, open_timeout=10, close_timeout=2)
+        try:
+            first = _decode(await ws.recv())
+        except ConnectionClosed as exc:
+            raise ConnectionRefused(exc.rcvd.code if exc.rcvd else None, "closed before the wall") from None
+        if first.get("type") != "wall":
+            await ws.close()
+            raise ConnectionRefused(ws.close_code, "the first frame is not the wall", first)
+        self.received.append(first)
+        self._take_wall(first)
+        self._ws = ws
+
+    def _take_wall(self, frame: Json) -> None:
+        self.games = {game["game_id"]: game for game in frame["games"]}
+        self.ended_kept = int(frame["ended_kept"])
+        self._changed.set()
+
+    async def _read(self) -> None:
+        while True:
+            assert self._ws is not None
+            try:
+                async for text in self._ws:
+                    self._dispatch(_decode(text))
+                code, reason = self._ws.close_code, self._ws.close_reason or ""
+            except ConnectionClosed as exc:
+                code, reason = (exc.rcvd.code, exc.rcvd.reason) if exc.rcvd else (None, "dropped")
+            self.closed_with = (code, reason)
+            if self._closing or not self.reconnect or code == REFUSED or not await self._resume():
+                break
+        self._frames.put_nowait(None)
+
+    async def _resume(self) -> bool:
+        give_up = time.monotonic() + RESUME_FOR
+        for attempt in itertools.count():
+            if time.monotonic() >= give_up:
+                return False
+            await asyncio.sleep(random.uniform(0, min(BACKOFF_BASE * 2**attempt, BACKOFF_CAP)))
+            try:
+                await self._open()
+            except ConnectionRefused as exc:
+                if exc.code == REFUSED:
+                    return False
+                continue
+            except (OSError, TimeoutError, ConnectionClosed, websockets.InvalidHandshake):
+                continue
+            self.reconnects += 1
+            self._frames.put_nowait(self.received[-1])
+            return True
+        return False
+
+    def _dispatch(self, frame: Json) -> None:
+        self.received.append(frame)
+        kind = frame.get("type")
+        if kind == "wall":
+            self._take_wall(frame)
+        elif kind == "wall_changes":
+            self.games = apply_wall_changes(self.games, frame)
+            self._changed.set()
+        else:
+            return  # a frame this client does not know: ignored, as the protocol asks
+        self._frames.put_nowait(frame)
