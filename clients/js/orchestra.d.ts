@@ -326,6 +326,51 @@ export interface PresenceFrame {
 }
 export type ServerFrame = Welcome | Accepted | RejectedFrame | EventsFrame | DeltaFrame | HistoryFrame | PresenceFrame;
 
+// The wall feed (GET /wall/ws) ---------------------------------------------------------------------------
+
+/** A game on the wall, whole. */
+export interface WallGame {
+  game_id: string;
+  players: string[];
+  layout: Layout;
+  version: number;
+  ended: boolean;
+  /** Each space's First Chair holders: a standard space's holder ([] when empty), a rare space's, oldest
+   * first. */
+  chairs: { [space: string]: number[] };
+  /** Each seat's prestige, in seat order. */
+  prestige: number[];
+  /** Who is at the table now. */
+  presence: Presence;
+}
+/** What changed in a game on the wall: only the changed fields; of `chairs`, only the spaces whose
+ * holders changed. */
+export interface WallChange {
+  game_id: string;
+  version?: number;
+  ended?: boolean;
+  chairs?: { [space: string]: number[] };
+  prestige?: number[];
+  presence?: Presence;
+}
+/** The feed's first frame: every game on the wall (live newest first, then ended, most recently ended
+ * first). */
+export interface WallFrame {
+  type: "wall";
+  games: WallGame[];
+  /** How many ended games the wall keeps. */
+  ended_kept: number;
+}
+/** What changed since the frame before; no game is in two lists. */
+export interface WallChangesFrame {
+  type: "wall_changes";
+  retired: string[];
+  /** Newest first: they go before the games held. */
+  added: WallGame[];
+  changed: WallChange[];
+}
+export type WallFeedFrame = WallFrame | WallChangesFrame;
+
 // HTTP answers ------------------------------------------------------------------------------------------
 
 export interface SeatToken {
@@ -525,3 +570,46 @@ export class Connection {
 }
 
 export function connect(baseUrl: string, gameId: string, options?: ConnectOptions): Promise<Connection>;
+
+/** The games after a `wall_changes` frame (a new Map, in the wall's order; `games` is left as it was). */
+export function applyWallChanges(games: Map<string, WallGame>, frame: WallChangesFrame): Map<string, WallGame>;
+
+export interface WallOptions {
+  WebSocket?: WebSocketConstructor;
+  /** Connect again after a drop, 1012 or 1013 (true); the new `wall` frame replaces `games`. */
+  reconnect?: boolean;
+  /** Milliseconds to wait for the `wall` frame (10000). */
+  timeout?: number;
+  /** Milliseconds of reconnecting without a `wall` frame before giving up (60000; Infinity: never). */
+  resumeFor?: number;
+  /** Retry the first connection as a reconnect is, instead of failing at once (false). */
+  waitForServer?: boolean;
+}
+
+export interface WallEvents {
+  /** A `wall` frame after a reconnect: `games` replaced whole. */
+  wall: (games: Map<string, WallGame>) => void;
+  /** A `wall_changes` frame, applied to `games`. */
+  changes: (changes: { added: WallGame[]; changed: WallChange[]; retired: string[] }, frame: WallChangesFrame) => void;
+  reconnecting: (info: { code: number | null; reason: string }) => void;
+  /** The connection ended for good: close(), 1008, or given up. */
+  close: (info: { code: number | null; reason: string }) => void;
+}
+
+export class WallConnection {
+  /** Made by connectWall(). */
+  private constructor(baseUrl: string, options?: WallOptions);
+  readonly url: string;
+  /** The games on the wall, by id, in the wall's order: live games newest first, then the ended ones, most
+   * recently ended first. */
+  readonly games: Map<string, WallGame>;
+  readonly endedKept: number;
+  readonly reconnects: number;
+  readonly closed: Promise<{ code: number | null; reason: string }>;
+  on<K extends keyof WallEvents>(name: K, listener: WallEvents[K]): () => void;
+  off<K extends keyof WallEvents>(name: K, listener: WallEvents[K]): void;
+  close(): Promise<{ code: number | null; reason: string }>;
+}
+
+/** Follow the wall feed: resolves at its first `wall` frame. */
+export function connectWall(baseUrl: string, options?: WallOptions): Promise<WallConnection>;

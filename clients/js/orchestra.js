@@ -7,6 +7,8 @@
 // Connection that keeps `view` current (applying view deltas itself) and `presence` (who is at the
 // table), answers place(), takeBack() and endGame() with promises, and resumes by itself after a drop,
 // 1012 or 1013 with `since`, so no envelope is missed or repeated.
+// The wall feed: connectWall() -> a WallConnection that keeps `games` (every public game on the wall)
+// current from the feed's changes.
 
 /** The ids the protocol speaks in, in the rules' order. */
 export const ERAS = Object.freeze(["baroque", "classical", "romantic"]);
@@ -649,6 +651,274 @@ export class Connection {
     }
     this._pending.clear();
     this._settle(true); // accepted, whatever became of their events frame
+    this._resolveClosed(info);
+    this._emit("close", info);
+  }
+}
+
+// The wall feed ---------------------------------------------------------------------------------------
+
+/** The games held after a `wall_changes` frame (a new Map; `games` is left as it was), in the wall's
+ * order: `retired` removed, `added` put first (in the frame's order), each of `changed` updated (its
+ * fields replaced, of `chairs` only the spaces it names), and a game that ends moved to the head of the
+ * ended games. A change naming a game not held is ignored. */
+export function applyWallChanges(games, frame) {
+  const retired = new Set(frame.retired ?? []);
+  const held = new Map();
+  for (const game of frame.added ?? []) held.set(game.game_id, game);
+  for (const [id, game] of games) if (!retired.has(id) && !held.has(id)) held.set(id, game);
+  const ending = new Set();
+  for (const change of frame.changed ?? []) {
+    const game = held.get(change.game_id);
+    if (!game) continue;
+    const { game_id: _id, chairs, ...fields } = change;
+    const updated = { ...game, ...fields };
+    if (chairs) updated.chairs = { ...game.chairs, ...chairs };
+    held.set(change.game_id, updated);
+    if (change.ended === true && !game.ended) ending.add(change.game_id);
+  }
+  if (!ending.size) return held;
+  // The games that just ended go first among the ended ones, in the frame's order.
+  const ordered = new Map();
+  const moved = [...ending].map((id) => [id, held.get(id)]);
+  let placed = false;
+  for (const [id, game] of held) {
+    if (ending.has(id)) continue;
+    if (!placed && game.ended) {
+      for (const [movedId, movedGame] of moved) ordered.set(movedId, movedGame);
+      placed = true;
+    }
+    ordered.set(id, game);
+  }
+  if (!placed) for (const [movedId, movedGame] of moved) ordered.set(movedId, movedGame);
+  return ordered;
+}
+
+function wallUrl(baseUrl) {
+  const url = endpoint(baseUrl, "wall/ws");
+  url.protocol = url.protocol === "https:" ? "wss:" : url.protocol === "http:" ? "ws:" : url.protocol;
+  return url.toString();
+}
+
+/**
+ * Follow the wall feed (GET /wall/ws): resolves at its first `wall` frame with a WallConnection whose
+ * `games` (a Map of game id to summary, in the wall's order) it keeps current. Listeners added with `on()`
+ * right after the await see every frame that follows.
+ *
+ * Options: `WebSocket` (a constructor, where there is no global one), `reconnect` (true: after a drop,
+ * 1012 or 1013, connect again; the new `wall` frame replaces `games`), `timeout` (ms for the first frame,
+ * 10000), `resumeFor` (ms, 60000), `waitForServer` (false).
+ */
+export async function connectWall(baseUrl, options = {}) {
+  const connection = new WallConnection(baseUrl, options);
+  await connection._start();
+  return connection;
+}
+
+export class WallConnection {
+  constructor(baseUrl, options = {}) {
+    const Socket = options.WebSocket ?? globalThis.WebSocket;
+    if (typeof Socket !== "function") {
+      throw new TypeError("there is no global WebSocket here (Node 20): pass one, e.g. { WebSocket } from the ws package");
+    }
+    this.url = wallUrl(baseUrl);
+    /** The games on the wall, by id, in the wall's order. */
+    this.games = new Map();
+    /** How many ended games the wall keeps (from its `wall` frame). */
+    this.endedKept = 0;
+    /** How many times the connection connected again. */
+    this.reconnects = 0;
+    this.closed = new Promise((resolve) => {
+      this._resolveClosed = resolve;
+    });
+    this._Socket = Socket;
+    this._reconnect = options.reconnect ?? true;
+    this._timeout = options.timeout ?? TIMEOUT_MS;
+    this._resumeFor = options.resumeFor ?? RESUME_FOR_MS;
+    this._waitForServer = options.waitForServer ?? false;
+    this._listeners = new Map();
+    this._socket = null;
+    this._state = "connecting"; // "open", "resuming", "closed"
+    this._held = null;
+    this._wake = null;
+  }
+
+  /** Call `fn` on each "wall" (games: after each `wall` frame, the first one's included only for
+   * listeners added later), "changes" ({added, changed, retired}, frame), "reconnecting" ({code,
+   * reason}) or "close" ({code, reason}). Returns a function that removes it. */
+  on(name, fn) {
+    if (!this._listeners.has(name)) this._listeners.set(name, new Set());
+    this._listeners.get(name).add(fn);
+    return () => this.off(name, fn);
+  }
+
+  off(name, fn) {
+    this._listeners.get(name)?.delete(fn);
+  }
+
+  /** Close for good; resolves once the socket has closed. */
+  async close() {
+    const socket = this._socket;
+    this._finish(1000, "closed by the client");
+    if (socket && socket.readyState <= OPEN) {
+      const done = new Promise((resolve) => socket.addEventListener("close", resolve));
+      socket.close(1000);
+      const timer = setTimeout(() => socket.terminate?.(), 2000);
+      await done;
+      clearTimeout(timer);
+    }
+    return this.closed;
+  }
+
+  _emit(name, ...args) {
+    for (const fn of [...(this._listeners.get(name) ?? [])]) {
+      try {
+        fn(...args);
+      } catch (error) {
+        throwLater(error);
+      }
+    }
+  }
+
+  async _start() {
+    if (this._waitForServer) await this._retry(true);
+    else await this._open(true);
+  }
+
+  _open(first) {
+    return new Promise((resolve, reject) => {
+      let socket;
+      try {
+        socket = new this._Socket(this.url);
+      } catch (error) {
+        reject(new OrchestraError("unreachable", `cannot open ${this.url}: ${error?.message ?? error}`));
+        return;
+      }
+      let started = false;
+      const timer = setTimeout(() => socket.close(), this._timeout);
+      socket.addEventListener("error", () => {
+        /* the close event follows */
+      });
+      socket.addEventListener("message", (message) => {
+        let frame;
+        try {
+          frame = JSON.parse(message.data);
+        } catch {
+          return;
+        }
+        if (started) {
+          if (this._held) this._held.push([socket, frame]);
+          else this._process(socket, frame);
+        } else if (frame.type === "wall") {
+          started = true;
+          clearTimeout(timer);
+          if (this._state === "closed") {
+            socket.close(1000);
+            reject(new OrchestraError("closed", "the connection is closed"));
+            return;
+          }
+          this._socket = socket;
+          this._state = "open";
+          this._wall(frame);
+          if (first) {
+            this._held = [];
+            setTimeout(() => {
+              const held = this._held ?? [];
+              this._held = null;
+              for (const [from, later] of held) this._process(from, later);
+            }, 0);
+          } else {
+            this.reconnects += 1;
+            this._emit("wall", this.games);
+          }
+          resolve(frame);
+        }
+      });
+      socket.addEventListener("close", (event) => {
+        clearTimeout(timer);
+        if (!started) {
+          const details = { closeCode: event.code, closeReason: event.reason };
+          reject(new OrchestraError("unreachable", `closed before the wall frame (${event.code})`, details));
+        } else if (this._socket === socket) {
+          this._lost(event.code, event.reason);
+        }
+      });
+    });
+  }
+
+  _wall(frame) {
+    this.games = new Map(frame.games.map((game) => [game.game_id, game]));
+    this.endedKept = frame.ended_kept;
+  }
+
+  _process(socket, frame) {
+    if (socket !== this._socket) return;
+    if (frame.type === "wall") {
+      this._wall(frame);
+      this._emit("wall", this.games);
+    } else if (frame.type === "wall_changes") {
+      this.games = applyWallChanges(this.games, frame);
+      this._emit("changes", { added: frame.added, changed: frame.changed, retired: frame.retired }, frame);
+    }
+    // Any other type is one this client does not know: ignored, as the protocol asks.
+  }
+
+  _lost(code, reason) {
+    this._socket = null;
+    if (this._state === "closed") return;
+    if (code === 1008 || !this._reconnect) {
+      this._finish(code, reason);
+      return;
+    }
+    this._state = "resuming";
+    this._emit("reconnecting", { code, reason });
+    this._retry(false).catch(() => {
+      /* closed for good: "close" said so */
+    });
+  }
+
+  async _retry(first) {
+    const giveUp = Date.now() + this._resumeFor;
+    let last = new OrchestraError("unreachable", "no answer");
+    for (let attempt = 0; ; attempt += 1) {
+      if (Date.now() >= giveUp) {
+        this._finish(last.closeCode, `gave up after ${this._resumeFor} ms: ${last.message}`);
+        throw last;
+      }
+      if (!first || attempt > 0) {
+        await this._sleep(Math.random() * Math.min(BACKOFF_BASE_MS * 2 ** attempt, BACKOFF_CAP_MS));
+      }
+      if (this._state === "closed") throw new OrchestraError("closed", "the connection is closed");
+      try {
+        return await this._open(first);
+      } catch (error) {
+        if (this._state === "closed") throw error;
+        last = error;
+        if (error.closeCode === 1008) {
+          this._finish(error.closeCode, error.message);
+          throw error;
+        }
+      }
+    }
+  }
+
+  _sleep(ms) {
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      this._wake = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+  }
+
+  _finish(code, reason) {
+    if (this._state === "closed") return;
+    this._state = "closed";
+    this._socket = null;
+    this._held = null;
+    this._wake?.();
+    const info = { code, reason };
     this._resolveClosed(info);
     this._emit("close", info);
   }

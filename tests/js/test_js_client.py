@@ -47,6 +47,8 @@ EXPECTED_TESTS = {
     "applyDelta cuts a list where a take-back's addition starts and gives the chair back",
     "takeBack: the game as before the placement, every view equals GET /games/{id}, lastPlacement follows",
     "takeBack is refused with the wire code: cannot_take_back, forbidden, stale_version, game_over",
+    "applyWallChanges retires, adds first, changes only the named fields, and moves a game that ends",
+    "connectWall keeps each game equal to GET /games/{id}, and after a drop starts from a new wall frame",
 }
 
 

@@ -3,7 +3,9 @@
 
 import {
   applyDelta,
+  applyWallChanges,
   connect,
+  connectWall,
   createGame,
   describeToken,
   getEvents,
@@ -17,6 +19,7 @@ import {
   type Token,
   type View,
   type ViewDelta,
+  type WallChangesFrame,
   type WebSocketConstructor,
 } from "../orchestra.js";
 import { WebSocket as NodeWebSocket } from "ws";
@@ -77,6 +80,28 @@ export async function play(baseUrl: string): Promise<number> {
   const info = await game.close();
   console.log(info.code, role, view.version);
   return game.version;
+}
+
+export async function wall(baseUrl: string): Promise<number> {
+  const feed = await connectWall(baseUrl, { WebSocket, resumeFor: Infinity });
+  for (const game of feed.games.values()) {
+    console.log(game.game_id, game.chairs["viola"]?.[0], game.prestige[0], game.layout.spaces.length, game.ended);
+  }
+  feed.on("changes", ({ added, changed, retired }, frame: WallChangesFrame) => {
+    console.log(added.length, changed.map((change) => change.version ?? 0), retired, frame.type);
+  });
+  feed.on("wall", (games) => console.log(games.size));
+  // @ts-expect-error: the wall feed has no envelopes
+  feed.on("events", () => undefined);
+  const next = applyWallChanges(feed.games, {
+    type: "wall_changes",
+    retired: [],
+    added: [],
+    changed: [{ game_id: "g", ended: true, chairs: { viola: [1] } }],
+  });
+  const info = await feed.close();
+  console.log(info.code, feed.endedKept);
+  return next.size;
 }
 
 export function follow(view: View, delta: ViewDelta): View {
