@@ -1,5 +1,5 @@
-"""The pages a browser opens: the list of games, the live board, the replay viewer, the play page; and the
-JavaScript client library they are built on.
+"""The pages a browser opens: the list of games, the wall of live games, the live board (embeddable with
+`?embed=1`), the replay viewer, the play page; and the JavaScript client library they are built on.
 
 Plain HTML, vanilla JS modules (one per page, and their shared rendering) and one stylesheet from
 `static/`, no build step. The pages speak to the server through the library, `GET /client/orchestra.js`
@@ -42,6 +42,14 @@ HEADERS = {
     "referrer-policy": "no-referrer",
     "cache-control": "no-cache",
 }
+# The embeddable board (`/games/{id}/watch?embed=1`, for stream overlays) may be framed by any page: it
+# only shows what any spectator sees, and has nothing to click that acts.
+EMBED_HEADERS = {
+    **HEADERS,
+    "content-security-policy": HEADERS["content-security-policy"].replace(
+        "frame-ancestors 'none'", "frame-ancestors *"
+    ),
+}
 
 
 # The library is a public file: any origin may load it (a module script is fetched with CORS), and Deno
@@ -76,6 +84,12 @@ def _page(name: str):  # type: ignore[no-untyped-def]
 
     page.__name__ = f"page_{name.removesuffix('.html')}"
     return page
+
+
+async def watch_page(request: Request) -> Response:
+    """The watch page; with `?embed=1` the same page, which then shows the board alone and may be framed."""
+    headers = EMBED_HEADERS if request.query_params.get("embed") == "1" else HEADERS
+    return FileResponse(STATIC / "watch.html", media_type="text/html; charset=utf-8", headers=headers)
 
 
 def _client(name: str):  # type: ignore[no-untyped-def]
@@ -126,7 +140,8 @@ async def legal(request: Request) -> Response:
 
 routes: list[BaseRoute] = [
     Route("/", _page("index.html"), methods=["GET"]),
-    Route("/games/{game_id}/watch", _page("watch.html"), methods=["GET"]),
+    Route("/wall", _page("wall.html"), methods=["GET"]),
+    Route("/games/{game_id}/watch", watch_page, methods=["GET"]),
     Route("/games/{game_id}/replay", _page("replay.html"), methods=["GET"]),
     Route("/games/{game_id}/play", _page("play.html"), methods=["GET"]),
     Route("/games/{game_id}/legal", legal, methods=["GET"]),

@@ -9,11 +9,12 @@ ROOT = Path(__file__).resolve().parents[2]
 STATIC = ROOT / "server" / "web" / "static"
 # What only the library may know: the hello, the socket, the delta's fields, HTTP calls.
 WIRE = ["WebSocket", '"hello"', "view_delta", "below_from", "chairs_from", "score_changes", "fetch("]
+WIRE += ["wall_changes", "ended_kept"]  # the wall feed's frames, read by the library too
 
 
 def test_each_page_loads_its_own_module() -> None:
     pages = sorted(path.stem for path in STATIC.glob("*.html"))
-    assert pages == ["index", "play", "replay", "watch"]
+    assert pages == ["index", "play", "replay", "wall", "watch"]
     for page in pages:
         html = (STATIC / f"{page}.html").read_text()
         scripts = re.findall(r'<script[^>]*src="([^"]+)"', html)
@@ -28,6 +29,7 @@ def test_the_page_modules_leave_the_wire_to_the_library() -> None:
         "play.js",
         "replay.js",
         "watch.js",
+        "wall.js",
         "render.js",
         "live.js",
     }
@@ -40,4 +42,4 @@ def test_the_page_modules_leave_the_wire_to_the_library() -> None:
             importers.add(path.name)
         # Token words come from the library's describeToken, written once.
         assert "performance`" not in source and "repair`" not in source, path.name
-    assert importers >= {"render.js", "live.js", "index.js", "replay.js", "play.js"}
+    assert importers >= {"render.js", "live.js", "index.js", "replay.js", "play.js", "wall.js"}

@@ -17,8 +17,8 @@ function ended(info) {
   }
 }
 
-/** Connect, draw the board once the history's GameCreated brings the layout, log every envelope once,
- * and draw each new view. `extra`: `board(board)`, `welcome(frame, connection)`. Resolves to the
+/** Connect, draw the board once the history's GameCreated brings the layout, log every envelope once
+ * (when the page has a log), and draw each new view. `extra`: `board(board)`, `welcome(frame, connection)`. Resolves to the
  * connection (null when the server refused it). */
 export async function livePage(extra = {}) {
   let board = null;
@@ -43,12 +43,12 @@ export async function livePage(extra = {}) {
         extra.board?.(board);
         board.render(connection.view, false);
       }
-      if (!board) continue;
+      if (!board || !log) continue;
       const line = board.logLine(envelope);
       log.prepend(line);
       if (envelope.version > connection.welcome.version) flash(line); // live, not the history
     }
-    log.dataset.version = String(connection.version);
+    if (log) log.dataset.version = String(connection.version);
     if (connection.view.ended) status("live", "game over");
   });
   connection.on("view", (view) => board?.render(view, true));

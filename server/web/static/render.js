@@ -262,6 +262,36 @@ export class Board {
     }
   }
 
+  // Draw only who holds each First Chair (the wall's small boards): `chairs` maps a space to its holders'
+  // seats, as the wall feed carries them; the same data attributes as a whole view's board.
+  showChairs(chairs, animate) {
+    for (const [id, seats] of Object.entries(chairs)) {
+      const found = this.cells.get(id);
+      if (!found) continue;
+      const signature = seats.join(" ");
+      if (this.seen.get(id) === signature) continue;
+      const changed = this.seen.has(id);
+      this.seen.set(id, signature);
+      const { cell, chair } = found;
+      const marks = seats.map((seat) => {
+        const mark = el("span", `chip seat-${seat % 4}`, this.name(seat));
+        mark.dataset.seat = String(seat);
+        mark.title = `${this.name(seat)} holds a ${this.spaceName(id)} chair`;
+        return mark;
+      });
+      chair.replaceChildren(...marks);
+      if (this.spaces.get(id)?.eras.length === 0) {
+        if (seats.length) cell.dataset.chairSeats = signature;
+        else delete cell.dataset.chairSeats;
+      } else if (seats.length) {
+        cell.dataset.chairSeat = String(seats[0]);
+      } else {
+        delete cell.dataset.chairSeat;
+      }
+      if (changed && animate) flash(cell);
+    }
+  }
+
   // Who is at the table (a presence frame's `seats` and `spectators`): each seat's dot in the scores.
   showPresence(presence) {
     this.presence = presence;
@@ -355,5 +385,30 @@ export class Board {
     }
     item.append(text);
     return item;
+  }
+}
+
+/** The wall's small board: the grid of Board, without its heads, each space only its name and who holds
+ * its First Chairs (`showChairs`), with the same data attributes. A few elements a space: a wall draws
+ * many of them. */
+export class MiniBoard extends Board {
+  draw() {
+    this.root.replaceChildren();
+    const rows = [this.layout.spaces.filter((s) => !s.eras.length)];
+    for (const family of FAMILY_ROWS) rows.push(this.layout.spaces.filter((s) => s.eras.length && s.family === family));
+    rows.forEach((spaces, index) => {
+      for (const space of spaces) {
+        const cell = el("div", `space family-${space.family}${space.eras.length ? "" : " rare"}`);
+        cell.dataset.space = space.id;
+        const [start, end] = this.columns(space, spaces);
+        cell.style.gridColumn = `${start - 1} / ${end - 1}`; // no column of row heads
+        cell.style.gridRow = `${index + 1}`;
+        cell.title = this.spaceName(space.id);
+        const chair = el("div", "chair");
+        cell.append(el("span", "space-name", nameOf(space.instrument)), chair);
+        this.root.append(cell);
+        this.cells.set(space.id, { cell, chair, below: null });
+      }
+    });
   }
 }
