@@ -38,6 +38,7 @@ NAMES = [
     "restart",
     "gamelist",
     "archive",
+    "wall",
 ]
 EXTRA_ARGS = {"pipeline": ["--callgrind"]} if shutil.which("valgrind") else {}
 PARALLEL = 3
@@ -331,3 +332,22 @@ def test_archive(results: dict[str, dict[str, Any]]) -> None:
     # Both round trips gave back every stream byte for byte.
     assert summary["identical"] is True
     assert all(run["identical"] for run in result["runs"]["ours"] + result["runs"]["baseline"])
+
+
+def test_wall(results: dict[str, dict[str, Any]]) -> None:
+    result = results["wall"]
+    _common(result, "wall")
+    summary, phases = result["summary"], result["phases"]
+    assert list(phases) == ["nobody_watches", "watched", "watched_with_idle", "nobody_watches_again"]
+    for phase in phases.values():
+        assert phase["placements"] > 0 and _positive(phase["cpu_ms_per_placement"])
+    for name in ("watched", "watched_with_idle"):
+        assert phases[name]["frames"] > 0 and _positive(phases[name]["bytes_per_placement"])
+        # Changes are gathered for a tenth of a second: the frames do not follow the placements one by one.
+        assert phases[name]["frames"] < phases[name]["placements"]
+    shown = summary["games_shown"]
+    assert shown["watched_with_idle"] > shown["watched"]
+    # The first frame grows with the games shown; a change's bytes do not.
+    assert summary["first_frame_bytes"]["watched_with_idle"] > summary["first_frame_bytes"]["watched"]
+    assert _positive(summary["ratio_bytes_per_placement_idle_to_busy_only"])
+    assert _positive(summary["ratio_cpu_after_to_before_the_wall"])
