@@ -47,7 +47,7 @@ from server.engine.presence import Presence
 from server.protocol.frames import Presence as PresenceNow
 from server.protocol.frames import SeatPresence
 from server.protocol.wall import WallChange, WallChangesFrame, WallFrame, WallGame
-from server.store import Listed, StoreError, StoreUnavailable, UnreadableGame
+from server.store import Listed, StoreError, UnreadableGame
 
 log = logging.getLogger(__name__)
 
@@ -303,6 +303,8 @@ class Wall:
         if self._stopper is not None:
             self._stopper.cancel()
             self._stopper = None
+        if self._starting is not None:
+            self._starting.cancel()
         tasks = list(self._tasks)
         if self._running:
             self._stop()
@@ -431,6 +433,8 @@ class Wall:
             except StoreError as exc:
                 self._games.metrics.redis_errors.inc()
                 log.warning("wall: the index cannot be read now", extra={"error": str(exc)})
+            except Exception:  # a bug here must not stop the wall finding games for good
+                log.exception("wall: round failed")
 
     async def _discover(self) -> None:
         """The public games listed since the last poll: the newest ids the last poll did not read."""
@@ -517,8 +521,10 @@ class Wall:
         async def run() -> None:
             try:
                 await work
-            except StoreUnavailable as exc:
+            except StoreError as exc:  # the next poll or reconcile takes the game
                 log.warning("wall: a game cannot be read now", extra={"error": str(exc)})
+            except Exception:
+                log.exception("wall: taking a game failed")
 
         task = asyncio.get_running_loop().create_task(run())
         self._tasks.add(task)
