@@ -126,10 +126,12 @@ async def test_the_list_reads_only_public_games_from_the_index_on_any_node(
     await end(one.url, second, second_tokens[0])
     async with httpx.AsyncClient(base_url=two.url, timeout=10) as http:
         listed = (await http.get("/games")).json()
-        assert listed == [
+        # Each game also carries its presence (nobody connected now).
+        assert [{k: v for k, v in g.items() if k != "presence"} for g in listed] == [
             {"game_id": second, "players": ["Cy"], "version": 2, "ended": True},
             {"game_id": first, "players": ["Ada", "Ben"], "version": 2, "ended": False},
         ]
+        assert [g["presence"]["spectators"] for g in listed] == [0, 0]
         assert (await http.get("/games", params={"limit": "1"})).json() == listed[:1]
         # Node two listed every game without loading a single one into memory.
         metrics = (await http.get("/metrics")).text
