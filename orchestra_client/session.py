@@ -86,8 +86,46 @@ def _changed_score(score: Json, change: Json, spaces: Json) -> Json:
     return {**score, "prestige": change["prestige"], "resources": change["resources"], "chairs": chairs}
 
 
-class GameClient:
-    """One client of one game. Create it with `await GameClient.connect(...)`."""
+async def backoff(attempt: int) -> None:
+    """Wait before resume attempt `attempt` (0, 1, ...): a random time under a ceiling that doubles from
+    BACKOFF_BASE to BACKOFF_CAP."""
+    await asyncio.sleep(random.uniform(0, min(BACKOFF_BASE * 2**attempt, BACKOFF_CAP)))
+
+
+class FrameStream:
+    """The frames a session received and has not handed out yet, ending with None when it is over."""
+
+    closed_with: tuple[int | None, str] | None
+    _frames: asyncio.Queue[Json | None]
+
+    async def next_frame(self, timeout: float = 10.0) -> Json:
+        """The next frame this session hands out (see the subclass for which).
+
+        Raises: TimeoutError; ConnectionRefused when the session ended.
+        """
+        frame = await asyncio.wait_for(self._frames.get(), timeout)
+        if frame is None:
+            self._frames.put_nowait(None)
+            code, reason = self.closed_with or (None, "closed")
+            raise ConnectionRefused(code, reason)
+        return frame
+
+    async def frames(self) -> AsyncIterator[Json]:
+        """Every further frame until the session ends."""
+        while True:
+            frame = await self._frames.get()
+            if frame is None:
+                self._frames.put_nowait(None)
+                return
+            yield frame
+
+
+class GameClient(FrameStream):
+    """One client of one game. Create it with `await GameClient.connect(...)`.
+
+    `next_frame` and `frames` hand out every frame that is not an answer to a command sent with `send`
+    (events, rejections...); presence frames only update `presence`.
+    """
 
     def __init__(
         self, base_url: str, game_id: str, token: str | None, *, view: bool | str | None, reconnect: bool
@@ -183,28 +221,6 @@ class GameClient:
         """Send any text or bytes as one frame (for tests of hostile input)."""
         assert self._ws is not None
         await self._ws.send(data)
-
-    async def next_frame(self, timeout: float = 10.0) -> Json:
-        """The next frame that is not an answer to a command sent with `send` (events, rejections...;
-        presence frames only update `presence`).
-
-        Raises: TimeoutError; ConnectionRefused when the session ended.
-        """
-        frame = await asyncio.wait_for(self._frames.get(), timeout)
-        if frame is None:
-            self._frames.put_nowait(None)
-            code, reason = self.closed_with or (None, "closed")
-            raise ConnectionRefused(code, reason)
-        return frame
-
-    async def frames(self) -> AsyncIterator[Json]:
-        """Every further frame until the session ends."""
-        while True:
-            frame = await self._frames.get()
-            if frame is None:
-                self._frames.put_nowait(None)
-                return
-            yield frame
 
     async def wait_for_presence(self, check: Callable[[Json], bool], timeout: float = 30.0) -> Json:
         """Wait until `client.presence` satisfies `check` (it changes with each presence frame); return it.
@@ -308,7 +324,7 @@ class GameClient:
         for attempt in itertools.count():
             if time.monotonic() >= give_up:
                 return False
-            await asyncio.sleep(random.uniform(0, min(BACKOFF_BASE * 2**attempt, BACKOFF_CAP)))
+            await backoff(attempt)
             try:
                 await self._open(self.version)
             except ConnectionRefused as exc:

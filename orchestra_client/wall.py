@@ -13,9 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import random
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -23,7 +22,7 @@ import websockets
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
-from orchestra_client.session import BACKOFF_BASE, BACKOFF_CAP, RESUME_FOR, ConnectionRefused, Json
+from orchestra_client.session import RESUME_FOR, ConnectionRefused, FrameStream, Json, backoff
 
 _decode = msgspec.json.Decoder(dict[str, Any]).decode
 REFUSED = 1008
@@ -57,8 +56,12 @@ def apply_wall_changes(games: dict[str, Json], frame: Json) -> dict[str, Json]:
     return dict([*live, *((g, held[g]) for g in ending), *ended])
 
 
-class WallClient:
-    """One subscriber of the wall feed. Create it with `await WallClient.connect(...)`."""
+class WallClient(FrameStream):
+    """One subscriber of the wall feed. Create it with `await WallClient.connect(...)`.
+
+    `next_frame` and `frames` hand out each frame after the first `wall` (a `wall_changes`, or a `wall`
+    after a reconnect), already applied to `games`.
+    """
 
     def __init__(self, base_url: str, *, reconnect: bool) -> None:
         self.url = base_url.replace("http://", "ws://").replace("https://", "wss://").rstrip("/") + "/wall/ws"
@@ -87,25 +90,6 @@ class WallClient:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
-
-    async def next_frame(self, timeout: float = 10.0) -> Json:
-        """The next frame after the first `wall` (a `wall_changes`, or a `wall` after a reconnect), already
-        applied to `games`. Raises: TimeoutError; ConnectionRefused when the session ended."""
-        frame = await asyncio.wait_for(self._frames.get(), timeout)
-        if frame is None:
-            self._frames.put_nowait(None)
-            code, reason = self.closed_with or (None, "closed")
-            raise ConnectionRefused(code, reason)
-        return frame
-
-    async def frames(self) -> AsyncIterator[Json]:
-        """Every further frame until the session ends."""
-        while True:
-            frame = await self._frames.get()
-            if frame is None:
-                self._frames.put_nowait(None)
-                return
-            yield frame
 
     async def wait_until(self, check: Callable[[dict[str, Json]], bool], timeout: float = 10.0) -> None:
         """Wait until `games` satisfies `check` (looked at after each frame). Raises: TimeoutError."""
@@ -177,7 +161,7 @@ class WallClient:
         for attempt in itertools.count():
             if time.monotonic() >= give_up:
                 return False
-            await asyncio.sleep(random.uniform(0, min(BACKOFF_BASE * 2**attempt, BACKOFF_CAP)))
+            await backoff(attempt)
             try:
                 await self._open()
             except ConnectionRefused as exc:
