@@ -14,7 +14,7 @@
     python -m bench restart [--quick]         2,000 hellos at once; 2,000 clients back after a SIGTERM restart
     python -m bench slowloris [--quick]       10,000 stalled requests from one address; /healthz from another
     python -m bench gamelist [--quick]        GET /games with 5,000 private games vs none
-    python -m bench wall [--quick]            the wall feed's bytes and a node's CPU per change, watched or not
+    python -m bench wall [--quick]            the wall feed's bytes and a node's CPU per change
     python -m bench archive [--quick]         1,000 finished games archived and imported back vs a plain dump
     python -m bench plot [--quick]            docs/*.png from the results of load and scaling
     python -m bench generator --start ours --games 20 --players 3 --spectators 5 --duration 10
