@@ -233,6 +233,52 @@ function throwLater(error) {
   }, 0);
 }
 
+/** The WebSocket constructor to use: the one given in the options, else the global one. */
+function socketClass(options) {
+  const Socket = options.WebSocket ?? globalThis.WebSocket;
+  if (typeof Socket !== "function") {
+    throw new TypeError("there is no global WebSocket here (Node 20): pass one, e.g. { WebSocket } from the ws package");
+  }
+  return Socket;
+}
+
+/** Close a socket politely, ending it after 2 s if the peer does not answer; resolves once closed. */
+async function closeSocket(socket) {
+  if (!socket || socket.readyState > OPEN) return;
+  const done = new Promise((resolve) => socket.addEventListener("close", resolve));
+  socket.close(1000);
+  const timer = setTimeout(() => socket.terminate?.(), 2000);
+  await done;
+  clearTimeout(timer);
+}
+
+/** Named listeners, for the connections: `on(name, fn)` returns a function that removes it. */
+class Listeners {
+  constructor() {
+    this._listeners = new Map();
+  }
+
+  on(name, fn) {
+    if (!this._listeners.has(name)) this._listeners.set(name, new Set());
+    this._listeners.get(name).add(fn);
+    return () => this.off(name, fn);
+  }
+
+  off(name, fn) {
+    this._listeners.get(name)?.delete(fn);
+  }
+
+  _emit(name, ...args) {
+    for (const fn of [...(this._listeners.get(name) ?? [])]) {
+      try {
+        fn(...args);
+      } catch (error) {
+        throwLater(error);
+      }
+    }
+  }
+}
+
 /**
  * Connect to a game: resolves at the welcome with a Connection (`role`, `seat`, `version`, `view`).
  * Listeners added with `on()` right after the await (before awaiting anything else) see every frame
@@ -250,12 +296,10 @@ export async function connect(baseUrl, gameId, options = {}) {
   return connection;
 }
 
-export class Connection {
+export class Connection extends Listeners {
   constructor(baseUrl, gameId, options = {}) {
-    const Socket = options.WebSocket ?? globalThis.WebSocket;
-    if (typeof Socket !== "function") {
-      throw new TypeError("there is no global WebSocket here (Node 20): pass one, e.g. { WebSocket } from the ws package");
-    }
+    super();
+    const Socket = socketClass(options);
     this.gameId = gameId;
     this.url = socketUrl(baseUrl, gameId);
     /** "player" or "spectator". */
@@ -286,7 +330,6 @@ export class Connection {
     this._timeout = options.timeout ?? TIMEOUT_MS;
     this._resumeFor = options.resumeFor ?? RESUME_FOR_MS;
     this._waitForServer = options.waitForServer ?? false;
-    this._listeners = new Map();
     this._pending = new Map();
     this._settling = []; // [accepted frame, resolve]: answered, their events not delivered yet
     this._socket = null;
@@ -298,19 +341,10 @@ export class Connection {
     this._attempt = null; // the socket of a hello not yet welcomed
   }
 
-  /** Call `fn` on each "events" (envelopes, frame), "view" (view), "welcome" (frame, on each resume),
+  /* on(name, fn) calls `fn` on each "events" (envelopes, frame), "view" (view), "welcome" (frame, on each resume),
    * "presence" (presence: who is at the table, after each presence frame), "rejected" (a rejection that
    * answers no pending command), "reconnecting" ({code, reason}) or "close" ({code, reason, frame}: the
-   * connection ended for good). Returns a function that removes it. */
-  on(name, fn) {
-    if (!this._listeners.has(name)) this._listeners.set(name, new Set());
-    this._listeners.get(name).add(fn);
-    return () => this.off(name, fn);
-  }
-
-  off(name, fn) {
-    this._listeners.get(name)?.delete(fn);
-  }
+   * connection ended for good). It returns a function that removes it (see Listeners). */
 
   /** Send a command frame (an `id` is added when it has none): resolves to its `accepted` frame once its
    * envelopes have been delivered (so `view` and `version` include them), rejects with an OrchestraError
@@ -374,27 +408,12 @@ export class Connection {
     const socket = this._socket;
     this._attempt?.close();
     this._finish(1000, "closed by the client", null);
-    if (socket && socket.readyState <= OPEN) {
-      const done = new Promise((resolve) => socket.addEventListener("close", resolve));
-      socket.close(1000);
-      const timer = setTimeout(() => socket.terminate?.(), 2000);
-      await done;
-      clearTimeout(timer);
-    }
+    await closeSocket(socket);
     return this.closed;
   }
 
   // internals ------------------------------------------------------------------------------------------
 
-  _emit(name, ...args) {
-    for (const fn of [...(this._listeners.get(name) ?? [])]) {
-      try {
-        fn(...args);
-      } catch (error) {
-        throwLater(error);
-      }
-    }
-  }
 
   async _start(since) {
     if (this._waitForServer) await this._retry(since, true);
@@ -715,12 +734,10 @@ export async function connectWall(baseUrl, options = {}) {
   return connection;
 }
 
-export class WallConnection {
+export class WallConnection extends Listeners {
   constructor(baseUrl, options = {}) {
-    const Socket = options.WebSocket ?? globalThis.WebSocket;
-    if (typeof Socket !== "function") {
-      throw new TypeError("there is no global WebSocket here (Node 20): pass one, e.g. { WebSocket } from the ws package");
-    }
+    super();
+    const Socket = socketClass(options);
     this.url = wallUrl(baseUrl);
     /** The games on the wall, by id, in the wall's order. */
     this.games = new Map();
@@ -736,49 +753,24 @@ export class WallConnection {
     this._timeout = options.timeout ?? TIMEOUT_MS;
     this._resumeFor = options.resumeFor ?? RESUME_FOR_MS;
     this._waitForServer = options.waitForServer ?? false;
-    this._listeners = new Map();
     this._socket = null;
     this._state = "connecting"; // "open", "resuming", "closed"
     this._held = null;
     this._wake = null;
   }
 
-  /** Call `fn` on each "wall" (games: after each `wall` frame, the first one's included only for
+  /* on(name, fn) calls `fn` on each "wall" (games: after each `wall` frame, the first one's included only for
    * listeners added later), "changes" ({added, changed, retired}, frame), "reconnecting" ({code,
-   * reason}) or "close" ({code, reason}). Returns a function that removes it. */
-  on(name, fn) {
-    if (!this._listeners.has(name)) this._listeners.set(name, new Set());
-    this._listeners.get(name).add(fn);
-    return () => this.off(name, fn);
-  }
-
-  off(name, fn) {
-    this._listeners.get(name)?.delete(fn);
-  }
+   * reason}) or "close" ({code, reason}). It returns a function that removes it (see Listeners). */
 
   /** Close for good; resolves once the socket has closed. */
   async close() {
     const socket = this._socket;
     this._finish(1000, "closed by the client");
-    if (socket && socket.readyState <= OPEN) {
-      const done = new Promise((resolve) => socket.addEventListener("close", resolve));
-      socket.close(1000);
-      const timer = setTimeout(() => socket.terminate?.(), 2000);
-      await done;
-      clearTimeout(timer);
-    }
+    await closeSocket(socket);
     return this.closed;
   }
 
-  _emit(name, ...args) {
-    for (const fn of [...(this._listeners.get(name) ?? [])]) {
-      try {
-        fn(...args);
-      } catch (error) {
-        throwLater(error);
-      }
-    }
-  }
 
   async _start() {
     if (this._waitForServer) await this._retry(true);
