@@ -2,7 +2,9 @@
 
 A `LiveGame` is the only thing on this node that changes a game. Commands are submitted to it; its
 worker (a task that runs while there is work, one per game) takes every command waiting, decides each on
-the state the previous one leaves, appends them all in one store call, and then, in this order:
+the state the previous one leaves, has the round's last envelope signed together with the envelopes other
+games write in the same turn of the loop (server.engine.turn_signer), appends them all in one store call,
+and then, in this order:
 
 1. answers each accepted command (its sender's `accepted` is queued before anything else of the round),
 2. folds the accepted envelopes into the game's state and view,
@@ -13,8 +15,9 @@ the state the previous one leaves, appends them all in one store call, and then,
 What another node appends reaches the game through its tail (one per followed or watched game) and goes
 through the same fold and fan-out, never while a round of this game is in flight. A watcher (the node's
 wall, server.engine.wall) is told each time the game folds something new, before the fan-out; a game
-nobody watches pays nothing for it. Nothing here waits on another
-game: each game's worker awaits only its own store calls, which the store pipelines with other games'.
+nobody watches pays nothing for it. Nothing here waits on another game: each game's worker awaits only
+its own store calls, which the store pipelines with other games', and a signature shared with them, made
+at the end of the turn whatever the other games do.
 """
 
 from __future__ import annotations
