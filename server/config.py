@@ -67,9 +67,6 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # Frames shared by a game's clients framed once and written straight to each socket (see
     # server.compat.uvicorn); false sends every frame through ASGI, should a uvicorn upgrade break it.
     ws_shared_frames: bool = True
-    # One signature for the envelopes that every game writes in a turn of the event loop (a Merkle root;
-    # each line carries its path); false signs each envelope alone.
-    batch_signatures: bool = True
     # The Ed25519 key that signs every envelope: the key itself (base64 of its 32 raw bytes), or a file
     # (PEM); neither: <data_dir>/signing.key, made on first start. Nodes sharing a Redis share one key.
     signing_key: str | None = None

@@ -36,12 +36,6 @@ class Metrics:
         self.connections = Gauge(
             "orchestra_connections", "Open websocket connections by role", ["role"], registry=r
         )
-        self.signature_batches = Histogram(
-            "orchestra_signature_batch_envelopes",
-            "Envelopes covered by each signature (those every game wrote in one turn of the event loop)",
-            buckets=(1, 2, 4, 8, 16, 32),
-            registry=r,
-        )
         self.drops = Counter(
             "orchestra_broadcast_drops", "Connections closed as too slow to read", registry=r
         )

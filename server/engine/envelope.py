@@ -95,19 +95,12 @@ def seal(
     seat: int | None,
     events: Sequence[Event],
     signer: Signer,
-    *,
-    sign_last: bool = True,
 ) -> tuple[list[Envelope], list[bytes], str]:
     """The envelopes of `events` as versions version+1.., chained from `head` and each signed by
-    `signer`: as values (without their signatures), encoded, and the chain head after the last.
-
-    With `sign_last` False the last line is left unsigned (`"sig":null`) for the caller to sign with
-    others (server.engine.turn_signer), and the head returned is empty: it is the hash of the line as
-    signed."""
+    `signer`: as values (without their signatures), encoded, and the chain head after the last."""
     items: list[Envelope] = []
     data: list[bytes] = []
     sign, kid = signer.sign, signer.key_id
-    last = len(events)
     for offset, event in enumerate(events, start=1):
         item = Envelope(
             game_id=game_id,
@@ -119,11 +112,8 @@ def seal(
             prev=head,
             key=kid,
         )
-        if offset == last and not sign_last:
-            encoded, head = encode(item), ""
-        else:
-            encoded = sign(ENVELOPE, encode(item))
-            head = chain_hash(encoded)
+        encoded = sign(ENVELOPE, encode(item))
+        head = chain_hash(encoded)
         items.append(item)
         data.append(encoded)
     return items, data, head

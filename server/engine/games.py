@@ -64,7 +64,6 @@ class Games:
         view_cache_bytes: int = SPACES_CACHE_BYTES,
         signer: Signer | None = None,
         max_games: int = 0,
-        batch_signatures: bool = True,
     ) -> None:
         """`signer` signs every envelope this node writes; without one, a key of its own is made (tests
         and benchmarks: no verifier knows it unless given `self.node.signer`). `max_games` caps the live
@@ -83,7 +82,6 @@ class Games:
             retries=retries,
             command_timeout=command_timeout,
             failpoint=failpoint,
-            batch_signatures=batch_signatures,
         )
         self._games: OrderedDict[str, LiveGame] = OrderedDict()
         self._loading: dict[str, asyncio.Future[LiveGame | None]] = {}

@@ -2,9 +2,7 @@
 
 A `LiveGame` is the only thing on this node that changes a game. Commands are submitted to it; its
 worker (a task that runs while there is work, one per game) takes every command waiting, decides each on
-the state the previous one leaves, has the round's last envelope signed together with the envelopes other
-games write in the same turn of the loop (server.engine.turn_signer), appends them all in one store call,
-and then, in this order:
+the state the previous one leaves, appends them all in one store call, and then, in this order:
 
 1. answers each accepted command (its sender's `accepted` is queued before anything else of the round),
 2. folds the accepted envelopes into the game's state and view,
@@ -15,9 +13,8 @@ and then, in this order:
 What another node appends reaches the game through its tail (one per followed or watched game) and goes
 through the same fold and fan-out, never while a round of this game is in flight. A watcher (the node's
 wall, server.engine.wall) is told each time the game folds something new, before the fan-out; a game
-nobody watches pays nothing for it. Nothing here waits on another game: each game's worker awaits only
-its own store calls, which the store pipelines with other games', and a signature shared with them, made
-at the end of the turn whatever the other games do.
+nobody watches pays nothing for it. Nothing here waits on another
+game: each game's worker awaits only its own store calls, which the store pipelines with other games'.
 """
 
 from __future__ import annotations
@@ -31,14 +28,13 @@ from datetime import UTC, datetime
 
 import msgspec
 
-from domain import Event, Rejected, UnknownGame, decide, evolve
+from domain import Rejected, UnknownGame, decide, evolve
 from domain.messages import EndGame, Place, TakeBack
 from server.engine import envelope
 from server.engine.envelope import Envelope, Record
 from server.engine.folded import FoldedGame, GapError
 from server.engine.outbox import Outbox
 from server.engine.signing import Signer
-from server.engine.turn_signer import TurnSigner
 from server.metrics import Metrics
 from server.protocol.frames import DeltaFrame, EventsFrame, HistoryFrame, encode
 from server.protocol.session import LiveView
@@ -135,11 +131,8 @@ class Node:
         command_timeout: float = 2.0,
         retry_delay: float = 0.5,
         failpoint: str | None = None,
-        batch_signatures: bool = True,
     ) -> None:
         self.store, self.clock, self.metrics, self.signer = store, clock, metrics, signer
-        # One signature for the envelopes of every game in a turn of the loop (else one each).
-        self.turn_signer = TurnSigner(signer, metrics.signature_batches.observe) if batch_signatures else None
         self.retries, self.command_timeout, self.retry_delay = retries, command_timeout, retry_delay
         self.failpoint = failpoint
         self._reported: set[tuple[str, int]] = set()
@@ -245,8 +238,6 @@ class LiveGame:
 
     async def _round(self, batch: list[Submission]) -> None:
         plans, refused = self._decide([s for s in batch if not s.answered])
-        if plans:
-            await self._sign_last(plans[-1])
         results = await self._append(plans)
         if plans and self._node.failpoint == "exit_after_append":
             os._exit(3)  # a crash between the append and the broadcast, for reliability tests
@@ -311,49 +302,27 @@ class LiveGame:
         self._retry(again)
 
     def _decide(self, batch: list[Submission]) -> tuple[list[_Plan], list[tuple[Submission, Rejected]]]:
-        """Decide each command on the state the ones before it leave, and seal the envelopes: each signed
-        but the round's last, which `_sign_last` signs with other games' envelopes of this turn."""
+        """Decide each command on the state the ones before it leave."""
         folded = self.folded
-        state, version = folded.board.game, folded.version
-        decided: list[tuple[Submission, int, list[Event]]] = []
+        state, version, head = folded.board.game, folded.version, folded.head
+        at, signer = self._node.clock(), self._node.signer
+        plans: list[_Plan] = []
         refused: list[tuple[Submission, Rejected]] = []
         for submission in batch:
+            command = submission.command
             try:
-                events = decide(state, submission.command)
+                events = decide(state, command)
             except Rejected as exc:
                 refused.append((submission, exc))
                 continue
-            decided.append((submission, version, events))
+            items, data, head = envelope.seal(
+                self.game_id, version, head, at, command.id, command.seat, events, signer
+            )
+            plans.append(_Plan(submission, version, items, data, head))
             version += len(events)
             for event in events:  # one or two events: evolve, not fold (which copies the whole state)
                 state = evolve(state, event)
-        at, signer, head = self._node.clock(), self._node.signer, folded.head
-        batched = self._node.turn_signer is not None
-        plans: list[_Plan] = []
-        for index, (submission, expected, events) in enumerate(decided):
-            command = submission.command
-            # Each envelope's `prev` is the hash of the one before as signed: only the round's last line
-            # can wait for a signature shared with other lines.
-            items, data, head = envelope.seal(
-                self.game_id,
-                expected,
-                head,
-                at,
-                command.id,
-                command.seat,
-                events,
-                signer,
-                sign_last=not batched or index < len(decided) - 1,
-            )
-            plans.append(_Plan(submission, expected, items, data, head))
         return plans, refused
-
-    async def _sign_last(self, plan: _Plan) -> None:
-        """Sign the round's last line with the turn's other envelopes (when the node batches signatures)."""
-        turn_signer = self._node.turn_signer
-        if turn_signer is not None:
-            plan.data[-1] = await turn_signer.sign(plan.data[-1])
-            plan.head = envelope.chain_hash(plan.data[-1])
 
     async def _append(self, plans: list[_Plan]) -> list[Appended | StoreError]:
         """Append the plans in one store call; each gets its own result."""

@@ -10,15 +10,6 @@ so the signed bytes are the line cut at its last `,"sig":"` and closed with `}`:
 check them, and no JSON is ever encoded again to check a signature. The context keeps a signature made
 for one kind of line (an envelope, an export's trailer) from passing for another.
 
-Lines signed together (`Signer.sign_batch`: the envelopes every game writes in one turn of the event
-loop) share one signature, over the root of a Merkle tree of their signed bytes (`server.engine.merkle`),
-and each carries its own path to that root after a dot:
-
-    "sig" = base64(signature) + "." + base64(path)
-    signature = Ed25519(private key, BATCH + root),  root = merkle.root(merkle.leaf(context, signed), path)
-
-so each line is still checked alone, and one changed line fails alone.
-
 A key's id is the first 16 hex digits of the SHA-256 of its raw 32-byte public key, so anyone holding a
 public key can tell which lines it signed.
 """
@@ -28,20 +19,15 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-from collections.abc import Iterable, Sequence
-from typing import NamedTuple
+from collections.abc import Iterable
 
 import msgspec
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from server.engine import merkle
-
 ENVELOPE = b"orchestra-envelope-v1\n"
 TRAILER = b"orchestra-trailer-v1\n"
-# What a batch's signature covers: this context, then the 32-byte Merkle root.
-BATCH = b"orchestra-batch-v1\n"
 _MARK = b',"sig":"'
 _UNSIGNED_END = b',"sig":null}'
 
@@ -132,52 +118,23 @@ class Signer:
     def sign(self, context: bytes, unsigned: bytes) -> bytes:
         """The signed line of `unsigned`: a JSON object whose last two fields are `"key":"<this key's id>"`
         and `"sig":null`, as the envelope and trailer structs encode with their key set and no sig."""
-        body = _body(unsigned)
+        if not unsigned.endswith(_UNSIGNED_END):
+            raise ValueError("a line to sign must end with its sig field, null")
+        body = unsigned[: -len(_UNSIGNED_END)]
         signature = self._private.sign(context + body + b"}")
         return body + _MARK + base64.b64encode(signature) + b'"}'
 
-    def sign_batch(self, context: bytes, unsigned: Sequence[bytes]) -> list[bytes]:
-        """The signed lines of `unsigned` (as `sign` takes them), under one signature of their Merkle
-        root; a batch of one is signed as `sign` does."""
-        if len(unsigned) == 1:
-            return [self.sign(context, unsigned[0])]
-        bodies = [_body(line) for line in unsigned]
-        root, paths = merkle.tree([merkle.leaf(context, body + b"}") for body in bodies])
-        signature = base64.b64encode(self._private.sign(BATCH + root)) + b"."
-        return [
-            body + _MARK + signature + base64.b64encode(path) + b'"}'
-            for body, path in zip(bodies, paths, strict=True)
-        ]
 
-
-def _body(unsigned: bytes) -> bytes:
-    if not unsigned.endswith(_UNSIGNED_END):
-        raise ValueError("a line to sign must end with its sig field, null")
-    return unsigned[: -len(_UNSIGNED_END)]
-
-
-class Signed(NamedTuple):
-    """What a line's `sig` holds: the signed bytes, the signature, and the Merkle path of a batch's line
-    (None for a line signed alone)."""
-
-    signed: bytes
-    signature: bytes
-    path: bytes | None = None
-
-
-def signed_part(line: bytes) -> Signed | None:
-    """The signed bytes of a line, its signature and its path, or None when the line carries no
-    signature in either form."""
+def signed_part(line: bytes) -> tuple[bytes, bytes] | None:
+    """The signed bytes of a line and its signature, or None when the line carries no signature."""
     cut = line.rfind(_MARK)
     if cut < 0 or not line.endswith(b'"}'):
         return None
-    signature_text, dot, path_text = line[cut + len(_MARK) : -2].partition(b".")
     try:
-        signature = base64.b64decode(signature_text, validate=True)
-        path = base64.b64decode(path_text, validate=True) if dot else None
+        signature = base64.b64decode(line[cut + len(_MARK) : -2], validate=True)
     except binascii.Error:
         return None
-    return Signed(line[:cut] + b"}", signature, path)
+    return line[:cut] + b"}", signature
 
 
 class Keyring:
@@ -218,15 +175,9 @@ class Keyring:
         part = signed_part(line)
         if part is None:
             return None, "the signature is not at the end of the line, as base64"
-        body, signature, path = part
-        covered = context + body
-        if path is not None:
-            root = merkle.root(merkle.leaf(context, body), path)
-            if root is None:
-                return None, "the signature's Merkle path is malformed"
-            covered = BATCH + root
+        body, signature = part
         try:
-            key.verify(signature, covered)
+            key.verify(signature, context + body)
         except InvalidSignature:
             return None, f"bad signature (key {kid}): the signed bytes were altered"
         return body, None

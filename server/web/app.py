@@ -102,7 +102,6 @@ def create_app(
             max_games=settings.max_games,
             view_cache_bytes=settings.view_cache_bytes,
             signer=signer,
-            batch_signatures=settings.batch_signatures,
         )
         presence = Presence(opened, heartbeat=settings.presence_heartbeat, expiry=settings.presence_expiry)
         presence.start()

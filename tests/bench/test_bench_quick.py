@@ -35,7 +35,6 @@ NAMES = [
     "scaling",
     "store",
     "writer",
-    "signatures",
     "restart",
     "gamelist",
     "archive",
@@ -207,16 +206,11 @@ def test_pipeline_counts_instructions_per_command_under_callgrind(results: dict[
     assert isinstance(counted, int) and counted > 10_000  # a command is tens of thousands of instructions
 
 
-@pytest.mark.parametrize(
-    ("name", "modes"), [("writer", ("direct", "asgi")), ("signatures", ("batched", "alone"))]
-)
-def test_a_mechanism_on_and_off(
-    results: dict[str, dict[str, Any]], name: str, modes: tuple[str, str]
-) -> None:
-    result = results[name]
-    _common(result, name)
+def test_writer(results: dict[str, dict[str, Any]]) -> None:
+    result = results["writer"]
+    _common(result, "writer")
     (pair,) = result["pairs"]
-    for mode in modes:
+    for mode in ("direct", "asgi"):
         run = pair[mode]
         assert run["accepted"] > 0 and run["errors"] == {} and run["incomplete"] == 0
         assert _positive(run["commands_per_s"]) and _positive(run["cpu_us_per_command"])

@@ -15,8 +15,6 @@ from server.engine import envelope
 from server.engine.envelope import Record
 from server.engine.games import Games
 from server.engine.owner import Follower, LiveGame, Outcome
-from server.engine.signing import Keyring, signed_part
-from server.ops.verify import verify
 from server.store import Appended, StoreError, StoreUnavailable
 from server.store.memory import MemoryEventStore
 
@@ -284,48 +282,3 @@ async def test_closing_answers_every_waiting_command_unavailable() -> None:
     for answered in answers:
         with pytest.raises(StoreUnavailable):
             await asyncio.wait_for(answered, 1)
-
-
-def _signature(line: bytes) -> tuple[bytes, bool]:
-    """A stored line's signature, and whether it carries a batch's path."""
-    part = signed_part(line)
-    assert part is not None
-    return part.signature, part.path is not None
-
-
-async def test_envelopes_of_games_written_in_one_turn_share_one_signature_and_each_verifies() -> None:
-    store = MemoryEventStore()
-    games = Games(store)
-    played = [await new_game(games) for _ in range(3)]
-    # Three games in one turn, and one of them with two commands in its round.
-    answers = [submit(game, place(0, f"{n}-a")) for n, game in enumerate(played)]
-    answers.append(submit(played[0], place(1, "0-b")))
-    await asyncio.wait_for(asyncio.gather(*answers), 1)
-    last_lines = [(await store.read(game.game_id))[-1].data for game in played]
-    signatures = {_signature(line) for line in last_lines}
-    assert len(signatures) == 1 and next(iter(signatures))[1]  # one signature, over a Merkle root
-    # The round's first command is signed alone: the next envelope's prev holds its signed bytes.
-    first_of_round = (await store.read(played[0].game_id))[1].data
-    assert _signature(first_of_round)[1] is False
-    keys = Keyring.of(games.node.signer)
-    for game in played:
-        lines = [record.data for record in await store.read(game.game_id)]
-        report = verify(lines, game.folded.board.view, keys=keys, game_id=game.game_id)
-        assert report.ok, report
-    # A batched line changed (its command id) fails at its own version.
-    lines = [record.data for record in await store.read(played[1].game_id)]
-    lines[1] = lines[1].replace(b'"command_id":"1-a"', b'"command_id":"1-x"')
-    report = verify(lines, keys=keys)
-    assert (report.ok, report.bad_version) == (False, 2) and "bad signature" in (report.problem or "")
-    await games.close()
-
-
-async def test_without_batches_each_envelope_is_signed_alone() -> None:
-    store = MemoryEventStore()
-    games = Games(store, batch_signatures=False)
-    played = [await new_game(games) for _ in range(3)]
-    await asyncio.wait_for(asyncio.gather(*(submit(game, place(0, "a")) for game in played)), 1)
-    last_lines = [(await store.read(game.game_id))[-1].data for game in played]
-    assert len({_signature(line) for line in last_lines}) == 3
-    assert not any(_signature(line)[1] for line in last_lines)
-    await games.close()

@@ -28,7 +28,7 @@ def test_a_signed_line_checks_with_any_ed25519_library_from_its_bytes_alone() ->
     public.verify(signature, b"orchestra-envelope-v1\n" + signed)
     assert signed == b'{"game_id":"g","version":1,"key":"' + signer.key_id.encode() + b'"}'
     assert signer.key_id == hashlib.sha256(base64.b64decode(signer.public_text())).hexdigest()[:16]
-    assert signed_part(line) == (signed, signature, None)
+    assert signed_part(line) == (signed, signature)
 
 
 def test_a_signature_made_for_an_envelope_does_not_pass_for_another_kind_of_line() -> None:
@@ -104,55 +104,3 @@ def test_retired_keys_may_also_be_given_as_a_setting() -> None:
     assert all(s.key_id in keys for s in [current, *retired]) and keys.current == current.key_id
     with pytest.raises(SigningKeyError):
         signing_keys.keyring(Settings(signing_retired_keys="nope"), current)
-
-
-def _unsigned(signer: Signer, n: int) -> bytes:
-    return b'{"game_id":"g%d","version":1,"key":"' % n + signer.key_id.encode() + b'","sig":null}'
-
-
-def test_a_batch_shares_one_signature_and_each_line_checks_alone_with_its_path() -> None:
-    signer = Signer.generate()
-    lines = signer.sign_batch(ENVELOPE, [_unsigned(signer, n) for n in range(5)])
-    keys = Keyring.of(signer)
-    parts = [signed_part(line) for line in lines]
-    assert all(part is not None and part.path for part in parts)
-    assert len({part.signature for part in parts if part is not None}) == 1
-    for n, line in enumerate(lines):
-        assert keys.check(ENVELOPE, line, signer.key_id) == (
-            _unsigned(signer, n)[: -len(',"sig":null}')] + b"}",
-            None,
-        )
-    # What protocol.md tells a third party, for a line of a batch.
-    cut = lines[3].rindex(b',"sig":"')
-    signature, path = (base64.b64decode(part) for part in lines[3][cut + len(b',"sig":"') : -2].split(b"."))
-    node = hashlib.sha256(b"\x00orchestra-envelope-v1\n" + lines[3][:cut] + b"}").digest()
-    for start in range(0, len(path), 33):
-        sibling = path[start + 1 : start + 33]
-        pair = sibling + node if path[start] == 0 else node + sibling
-        node = hashlib.sha256(b"\x01" + pair).digest()
-    public = Ed25519PublicKey.from_public_bytes(base64.b64decode(signer.public_text()))
-    public.verify(signature, b"orchestra-batch-v1\n" + node)
-
-
-def test_a_batch_of_one_is_signed_as_a_line_alone() -> None:
-    signer = Signer.generate()
-    (line,) = signer.sign_batch(ENVELOPE, [_unsigned(signer, 1)])
-    assert line == signer.sign(ENVELOPE, _unsigned(signer, 1))  # Ed25519 signatures are deterministic
-    assert b"." not in line[line.rindex(b',"sig":"') :]
-
-
-def test_a_changed_line_a_swapped_path_or_a_bare_root_signature_fails_its_check() -> None:
-    signer = Signer.generate()
-    keys = Keyring.of(signer)
-    lines = signer.sign_batch(ENVELOPE, [_unsigned(signer, n) for n in range(4)])
-    changed = lines[1].replace(b'"version":1', b'"version":2')
-    assert "bad signature" in (keys.check(ENVELOPE, changed, signer.key_id)[1] or "")
-    paths = [line[line.rindex(b".") :] for line in lines]
-    swapped = lines[1][: lines[1].rindex(b".")] + paths[2]
-    assert "bad signature" in (keys.check(ENVELOPE, swapped, signer.key_id)[1] or "")
-    bare = lines[1][: lines[1].rindex(b".")] + b'"}'  # the root's signature, as if over the line alone
-    assert "bad signature" in (keys.check(ENVELOPE, bare, signer.key_id)[1] or "")
-    cut = lines[1][: lines[1].rindex(b".")] + b"." + base64.b64encode(b"\x07" + b"x" * 32) + b'"}'
-    assert "malformed" in (keys.check(ENVELOPE, cut, signer.key_id)[1] or "")
-    # A batch signed for envelopes does not pass for another kind of line.
-    assert "bad signature" in (keys.check(b"orchestra-trailer-v1\n", lines[0], signer.key_id)[1] or "")
