@@ -2,11 +2,12 @@
 
 The direct write (`server/compat/uvicorn.py`) is the server's one use of a dependency's private parts,
 kept only while it buys more than 10%. This runs ours on the table workload with it
-(`ORCHESTRA_WS_SHARED_FRAMES=true`, the default) and without it (every frame through ASGI), in
-alternating pairs of runs on one Redis, and reports the medians of the pairs' own ratios: throughput,
-server CPU per command and p99 send -> every client of the table.
+(`ORCHESTRA_WS_SHARED_FRAMES=true`, the default) and without it (every frame through ASGI), in pairs of
+runs on one Redis, the order swapped from one pair to the next (these machines drift: whichever runs
+second would otherwise be favoured), and reports the medians of the pairs' own ratios: throughput, server
+CPU per command and p99 send -> every client of the table.
 
-    python -m bench writer [--pairs 5] [--duration 10] [--quick]
+    python -m bench writer [--pairs 6] [--duration 10] [--quick]
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ GOAL = 0.10  # what the private path must buy to stay
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="CI size: 1 pair of 2 s runs, 4 tables")
-    parser.add_argument("--pairs", type=int, default=5, help="pairs of runs (direct, then ASGI)")
+    parser.add_argument("--pairs", type=int, default=6, help="pairs of runs (direct and ASGI, in turn first)")
     parser.add_argument("--duration", type=float, default=10.0, help="seconds of each run")
     parser.add_argument("--tables", type=int, default=12)
 
@@ -38,9 +39,9 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     with RedisServer() as redis:
         for index in range(args.pairs):
             pair: dict[str, Any] = {}
-            for mode, env in MODES.items():
+            for mode in MODES if index % 2 == 0 else reversed(MODES):
                 config.tag = f"w{index}{mode[0]}"
-                pair[mode] = one_run("ours", redis, config, env=env)
+                pair[mode] = one_run("ours", redis, config, env=MODES[mode])
                 say(f"pair {index + 1} " + brief(mode, pair[mode]))
             pairs.append(pair)
 
