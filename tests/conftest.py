@@ -8,6 +8,7 @@ processes on it: `start_server`, `start_module_server` and `server`. Helpers liv
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,6 +27,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
     if STRICT and report.skipped and not hasattr(report, "wasxfail"):
         report.outcome = "failed"
         report.longrepr = f"skipped under CI, where every test must run: {report.longrepr}"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _collect_at_module_end() -> Iterator[None]:
+    """Collect reference cycles as each test file ends: a socket a file leaves unclosed then fails that
+    file (a ResourceWarning is an error), not whichever later test the collector happens to run in."""
+    yield
+    gc.collect()
 
 
 @pytest.fixture(scope="session")

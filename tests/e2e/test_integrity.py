@@ -123,10 +123,13 @@ async def _play_until_refused(client: GameClient, accepted: list[int], refusals:
 
 
 async def test_archive_force_fences_the_game_so_no_acknowledged_command_is_lost(
-    server: Any, redis_url: str, tmp_path: Path
+    start_server: Any, redis_url: str, tmp_path: Path
 ) -> None:
     # archive --force of a game in play: every command accepted is in the file, and every command after
-    # the fence is refused `archiving` (then `unknown_game` once the game is gone); none is lost.
+    # the fence is refused `archiving` (then `unknown_game` once the game is gone); none is lost. The
+    # players place as fast as the server answers: on a fast machine the default rate limit would refuse
+    # them first.
+    server = start_server(rate_per_second=100_000, rate_burst=100_000)
     from server.config import from_env
     from server.ops import signing_keys
     from server.ops.archive import archive
