@@ -21,6 +21,9 @@ _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder(dict[str, Any]).decode
 _ids = itertools.count(1)
 
+# The events of a placement: what a take-back takes back (`GameClient.last_placement`).
+PLACEMENT_EVENTS = ("ChairClaimed", "ChairStolen", "PlacedBelowLine")
+
 # Close codes after which reconnecting cannot help: the server refused this client (1008), or the game's
 # stored history cannot be read (1011, damaged_game). Every other end of a connection (a drop, 1012
 # "service restart", 1013 "try again later") is retried.
@@ -145,6 +148,8 @@ class GameClient(FrameStream):
         self.closed_with: tuple[int | None, str] | None = None
         self._ws: ClientConnection | None = None
         self._pending: dict[str, tuple[Json, asyncio.Future[Json]]] = {}
+        # Accepted answers that came before their events frame: each is handed out once its version is in.
+        self._settling: list[tuple[Json, asyncio.Future[Json]]] = []
         self._frames: asyncio.Queue[Json | None] = asyncio.Queue()
         self._reader: asyncio.Task[None] | None = None
         self._closing = False
@@ -185,8 +190,24 @@ class GameClient(FrameStream):
         seat: int | None = self.welcome.get("seat")
         return seat
 
+    @property
+    def last_placement(self) -> Json | None:
+        """The envelope of this seat's placement while it is the last envelope delivered and the game has
+        not ended, else None: when a take-back may be offered (the server still decides: another seat's
+        command may land first)."""
+        if self.closed_with is not None or self.seat is None or not self.envelopes:
+            return None
+        last = self.envelopes[-1]
+        event = last.get("event") or {}
+        if last.get("version") != self.version or event.get("type") not in PLACEMENT_EVENTS:
+            return None
+        if event.get("seat") != self.seat or (self.view is not None and self.view.get("ended")):
+            return None
+        return last
+
     async def send(self, frame: Json, timeout: float = 10.0) -> Json:
-        """Send a command frame (an `id` is added if missing) and return its answer.
+        """Send a command frame (an `id` is added if missing) and return its answer: an `accepted` answer
+        once its envelopes have been delivered (so `view` and `version` include them), or the rejection.
 
         Raises: TimeoutError, ConnectionRefused.
         """
@@ -203,6 +224,8 @@ class GameClient(FrameStream):
             return await asyncio.wait_for(asyncio.shield(future), timeout)
         finally:
             self._pending.pop(frame["id"], None)
+            if self._settling:
+                self._settling = [entry for entry in self._settling if entry[1] is not future]
 
     async def place(self, token: Json, space: str, **fields: Any) -> Json:
         """Place a token; `fields` are the frame's other fields (id, skill, consolation, materials...)."""
@@ -293,6 +316,8 @@ class GameClient(FrameStream):
             self.version = max(self.version, min(since, first["version"]))
         self._ws = ws
         self._connected.set()
+        if self._settling:
+            self._settle()
 
     async def _write(self, frame: Json) -> None:
         await self._connected.wait()
@@ -340,6 +365,15 @@ class GameClient(FrameStream):
             return True
         return False
 
+    def _settle(self) -> None:
+        """Hand out the accepted answers whose envelopes have now been delivered."""
+        waiting, self._settling = self._settling, []
+        for answer, future in waiting:
+            if answer["version"] > self.version:
+                self._settling.append((answer, future))
+            elif not future.done():
+                future.set_result(answer)
+
     def _dispatch(self, frame: Json) -> None:
         self.received.append(frame)
         kind = frame.get("type")
@@ -349,7 +383,9 @@ class GameClient(FrameStream):
             return
         if kind in ("accepted", "rejected") and frame.get("id") in self._pending:
             _, future = self._pending[frame["id"]]
-            if not future.done():
+            if kind == "accepted" and frame.get("version", 0) > self.version:
+                self._settling.append((frame, future))  # the answer came before its events frame
+            elif not future.done():
                 future.set_result(frame)
             return
         if kind == "events":
@@ -366,4 +402,6 @@ class GameClient(FrameStream):
                     self.view = None
                     if self._ws is not None and self._ws.transport is not None:
                         self._ws.transport.abort()
+            if self._settling:
+                self._settle()
         self._frames.put_nowait(frame)

@@ -158,3 +158,30 @@ async def test_a_take_back_counts_toward_the_placement_limit(start_server: Any) 
         assert refused["code"] == "limit_reached" and refused["version"] == 4
         assert (await ada.place(PERF, "viola"))["code"] == "limit_reached"
         expect_accepted(await ada.end_game())
+
+
+async def test_the_python_client_knows_when_a_take_back_may_be_offered_and_answers_with_the_view_current(
+    server: Any,
+) -> None:
+    game_id, tokens = await new_game(server.url, ["Ada", "Ben"])
+    ada, ben = [await GameClient.connect(server.url, game_id, token) for token in tokens]
+    watcher = await GameClient.connect(server.url, game_id)
+    try:
+        assert ada.last_placement is None and watcher.last_placement is None
+        answer = expect_accepted(await ada.place(PERF, "viola"))
+        # Returned once its events frame is in: the view and version already hold the placement.
+        assert ada.version == answer["version"] and ada.view is not None
+        assert ada.view["spaces"]["viola"]["chair"]["seat"] == 0
+        assert ada.last_placement is not None and ada.last_placement["version"] == answer["version"]
+        await ben.wait_for_version(answer["version"])
+        assert ben.last_placement is None  # not Ben's
+        answer = expect_accepted(await ben.place(STRINGS, "viola"))
+        await ada.wait_for_version(answer["version"])
+        assert ada.last_placement is None and ben.last_placement is not None
+        expect_accepted(await ben.take_back())
+        assert ben.last_placement is None  # the last envelope is the take-back
+        await watcher.wait_for_version(answer["version"] + 1)
+        assert watcher.last_placement is None  # a spectator never takes back
+    finally:
+        for client in (ada, ben, watcher):
+            await client.close()
