@@ -51,6 +51,8 @@ class MemoryEventStore:
         self._changed: dict[str, asyncio.Condition] = {}
         # Each game's presence: node -> its value, and when the whole expires (monotonic seconds).
         self._presence: dict[str, tuple[dict[str, bytes], float]] = {}
+        # Each rate bucket: when it is full again (monotonic seconds); forgotten once full.
+        self._buckets: dict[str, float] = {}
 
     async def create(
         self,
@@ -298,6 +300,19 @@ class MemoryEventStore:
             fields, expires = self._presence.get(game_id, ({}, 0.0))
             found.append(dict(fields) if expires > now else {})
         return found
+
+    async def take_token(self, bucket: str, per_second: float, burst: int) -> float:
+        """Spend a token of a rate bucket (the Redis adapter's cell rate, on this process's clock)."""
+        now = time.monotonic()
+        if len(self._buckets) > 10_000:  # full buckets hold nothing worth keeping
+            self._buckets = {key: full for key, full in self._buckets.items() if full > now}
+        interval = 1.0 / per_second
+        after = max(self._buckets.get(bucket, now), now) + interval
+        over = after - now - interval * max(1, burst)
+        if over > 0:
+            return over
+        self._buckets[bucket] = after
+        return 0.0
 
     async def ping(self) -> bool:
         """Always True: the store is this process."""

@@ -250,6 +250,14 @@ class EventStore(Protocol):
         """Every node's field in the presence of each game (in `game_ids`' order; {} for none), in one
         call. Raises: StoreUnavailable."""
 
+    async def take_token(self, bucket: str, per_second: float, burst: int) -> float:
+        """Spend a token of the rate bucket `bucket`, shared by every node on this store: it refills at
+        `per_second` and holds at most `burst`. 0 when a token was spent, else the seconds until one can
+        be (nothing spent). A bucket untouched for as long as it takes to fill is forgotten.
+
+        Raises: StoreUnavailable.
+        """
+
     async def ping(self) -> bool:
         """Whether the store answers now."""
 

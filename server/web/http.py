@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import AsyncIterator
 from typing import Annotated, Literal
 
@@ -20,6 +21,7 @@ from server.engine.trailer import trailer_line
 from server.protocol import schema
 from server.store import StoreError, StoreFull, TooManyGames, UnreadableGame
 from server.web.context import Context
+from server.web.throttle import client_key
 
 _encode = msgspec.json.Encoder().encode
 
@@ -72,7 +74,18 @@ async def create_game(request: Request) -> Response:
         presented = _bearer(request) or ""
         if not auth.identify(presented, {"key": auth.digest(ctx.settings.api_key)}):
             return error(401, "forbidden", "creating games needs the server's API key as a Bearer token")
-    wait = ctx.creations.take(request.client.host if request.client else None)
+    host = request.client.host if request.client else None
+    # This node's bucket first: a flood from one address is refused without a store call. Then the
+    # bucket every node shares, so that a client reaching several nodes still gets the one rate.
+    wait = ctx.creations.take(host)
+    if not wait and ctx.creations.rate > 0:
+        try:
+            shared = await ctx.games.store.take_token(
+                f"create:{client_key(host or 'unknown')}", ctx.creations.rate, ctx.creations.burst
+            )
+        except StoreError:
+            return unavailable()
+        wait = math.ceil(shared) if shared > 0 else 0
     if wait:
         ctx.metrics.creations_refused.labels("rate_limited").inc()
         refused = error(429, "rate_limited", f"too many games created from this address; retry in {wait} s")

@@ -1,4 +1,5 @@
-"""How fast one client may create games: a token bucket per client address, on this node.
+"""How fast one client may create games: a token bucket per client address, on this node (the first gate:
+server.web.http also spends a token of the bucket every node shares, in the store).
 
 An IPv6 client is one /64 (a host usually holds a whole one). The buckets of the addresses seen least
 recently are forgotten past `max_addresses`, so that a flood of addresses cannot grow this without bound.

@@ -68,8 +68,9 @@ async def test_one_address_creating_games_too_fast_gets_429_with_retry_after(
     assert 'orchestra_creations_refused_total{code="rate_limited"} 1.0' in metrics
 
 
-async def test_the_rate_is_per_client_address(start_server: Any) -> None:
-    server = start_server(create_rate_per_minute=1, create_burst=1)
+async def test_the_rate_is_per_client_address(start_server: Any, own_redis: RedisProcess) -> None:
+    # A Redis of its own: the buckets live there, and outlast the test by up to a minute.
+    server = start_server(own_redis.url, create_rate_per_minute=1, create_burst=1)
     first = httpx.AsyncClient(base_url=server.url, timeout=10)
     other = httpx.AsyncClient(
         base_url=server.url, timeout=10, transport=httpx.AsyncHTTPTransport(local_address="127.0.0.2")
@@ -165,3 +166,18 @@ async def test_games_written_before_the_index_are_indexed_when_a_node_starts(
         )
     finally:
         await client.aclose()
+
+
+async def test_the_rate_holds_for_a_client_that_creates_games_on_every_node(
+    start_server: Any, own_redis: RedisProcess
+) -> None:
+    # Each node alone would let this address create its burst of 3; together they let it create 3.
+    nodes = [start_server(own_redis.url, create_rate_per_minute=6, create_burst=3) for _ in range(2)]
+    answers = []
+    for attempt in range(6):
+        async with httpx.AsyncClient(base_url=nodes[attempt % 2].url, timeout=10) as http:
+            answers.append(await http.post("/games", json={"players": ["Ada"]}))
+    assert [answer.status_code for answer in answers] == [201, 201, 201, 429, 429, 429]
+    for answer in answers[3:]:
+        refused(answer, 429, "rate_limited")
+        assert 1 <= int(answer.headers["retry-after"]) <= 10  # a token every 10 s

@@ -57,6 +57,7 @@ from server.store.redis._scripts import (
     PUBLIC_KEY,
     READ_PRESENCE,
     RESTORE,
+    TAKE_TOKEN,
     UNINDEX,
     WRITE_PRESENCE,
     appended_channel,
@@ -64,6 +65,7 @@ from server.store.redis._scripts import (
     commands_key,
     events_key,
     presence_key,
+    rate_key,
 )
 
 Client = Redis | RedisCluster
@@ -191,6 +193,7 @@ class RedisEventStore:
         self._public_ids = client.register_script(PUBLIC_IDS)
         self._fence = client.register_script(FENCE)
         self._delete_at = client.register_script(DELETE_AT)
+        self._take_token = client.register_script(TAKE_TOKEN)
         self._write_presence = client.register_script(WRITE_PRESENCE)
         self._read_presence = client.register_script(READ_PRESENCE)
         self._cluster = isinstance(client, RedisCluster)
@@ -673,6 +676,13 @@ class RedisEventStore:
         async with _boundary(self._timeout):
             replies = cast(list[dict[bytes, bytes]], await pipe.execute())
         return [{field.decode(): value for field, value in reply.items()} for reply in replies]
+
+    async def take_token(self, bucket: str, per_second: float, burst: int) -> float:
+        """Spend a token of a rate bucket shared by every node (one script, on Redis's clock): 0, or the
+        seconds until a token can be spent. Raises: StoreUnavailable."""
+        async with _boundary(self._timeout):
+            wait = await self._take_token(keys=[rate_key(bucket)], args=[1000.0 / per_second, max(1, burst)])
+        return float(wait) / 1000.0
 
     async def ping(self) -> bool:
         """Whether the store answers now."""

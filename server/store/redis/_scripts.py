@@ -9,6 +9,8 @@ them live in one slot and a single script may touch them all:
     orchestra:games                 sorted set of game ids, scored by creation time (Redis's clock, in us)
     orchestra:{<game_id>}:presence  hash node id -> that node's connections to the game and when it said
                                     so; expires unless written again (no part of the game: never archived)
+    orchestra:rate:{<bucket>}       a rate bucket the nodes share (games created per client address): the
+                                    time it is full again; expires then
 
 and the index of games beside it, every key of it in the slot of `orchestra:games` (their hash tag is
 that key's name), so that one script changes them all together, on a Cluster too:
@@ -53,6 +55,11 @@ def commands_key(game_id: str) -> str:
 def presence_key(game_id: str) -> str:
     """Who is connected to the game, per node (server.engine.presence), beside its stream."""
     return f"orchestra:{{{game_id}}}:presence"
+
+
+def rate_key(bucket: str) -> str:
+    """A rate bucket shared by the nodes (server.store.port.EventStore.take_token), in a slot of its own."""
+    return f"orchestra:rate:{{{bucket}}}"
 
 
 def appended_channel(game_id: str, db: int = 0) -> str:
@@ -265,6 +272,23 @@ READ_PRESENCE = """
 local found = {}
 for i, key in ipairs(KEYS) do found[i] = redis.call('HGETALL', key) end
 return found
+"""
+
+# A rate bucket shared by the nodes (generic cell rate: the key holds the time, in ms of Redis's clock, at
+# which the bucket will be full again). KEYS: the bucket. ARGV: ms per token, burst -> 0 when a token was
+# spent, else the ms until one can be. Redis's clock, not the nodes': they need not agree.
+TAKE_TOKEN = """
+if redis.replicate_commands then redis.replicate_commands() end
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + tonumber(clock[2]) / 1000
+local interval = tonumber(ARGV[1])
+local limit = interval * tonumber(ARGV[2])
+local full = tonumber(redis.call('GET', KEYS[1]) or '0')
+if full < now then full = now end
+local after = full + interval
+if after - now > limit then return tostring(after - now - limit) end
+redis.call('SET', KEYS[1], string.format('%.3f', after), 'PX', math.max(1, math.ceil(after - now)))
+return 0
 """
 
 # KEYS: events, auth, commands. ARGV: the version the game must be at. Deletes the three keys only if the
