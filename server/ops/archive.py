@@ -12,7 +12,8 @@ game's credential hashes (so `orchestra import` can bring the game back whole).
 The file is written beside its place and renamed into it once verified, so FILE is either absent, as it
 was, or a verified archive. A run stopped between the file and the delete (killed, say) leaves the game
 fenced with its file in place: the same archive again finds the file holding the stream and verified, and
-only deletes the game.
+only deletes the game; one stopped inside the delete, between the game's keys and its index entries, is
+finished by archiving the game again (it answers that there is no such game, and leaves no entry).
 """
 
 from __future__ import annotations
@@ -69,6 +70,9 @@ async def archive(
     """
     try:
         if not await store.fence(game_id):
+            # A delete stopped between the game's keys and its entries in the index (two calls) leaves
+            # the entries: a game counted live that no longer exists. Archiving it again finishes that.
+            await store.delete(game_id)
             raise ArchiveError(f"no game {game_id!r}")
         archived = await _export_and_delete(
             store,

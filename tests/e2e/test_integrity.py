@@ -175,3 +175,27 @@ async def test_an_archive_that_fails_lifts_its_fence(server: Any, redis_url: str
         await store.close()
     async with await GameClient.connect(server.url, game_id, tokens[0], reconnect=False) as ada:
         assert (await ada.place(PERF, "viola"))["type"] == "accepted"
+
+
+async def test_archiving_a_game_whose_delete_stopped_halfway_removes_what_the_index_still_holds(
+    server: Any, redis_url: str, tmp_path: Path
+) -> None:
+    from server.engine.signing import Keyring
+    from server.ops.archive import ArchiveError, archive
+    from server.store.redis import RedisEventStore
+    from server.store.redis._scripts import LIVE_KEY, PUBLIC_KEY, auth_key, commands_key, events_key
+
+    game_id, _ = await new_game(server.url, ["Ada"])
+    raw = redis.Redis.from_url(redis_url)
+    store = await RedisEventStore.from_url(redis_url)
+    try:
+        # The game's keys gone, its index entries left: a delete stopped between its two calls.
+        raw.delete(events_key(game_id), auth_key(game_id), commands_key(game_id))
+        assert raw.sismember(LIVE_KEY, game_id) and raw.zscore(PUBLIC_KEY, game_id) is not None
+        with pytest.raises(ArchiveError, match="no game"):
+            await archive(store, game_id, tmp_path / "x.ndjson", keys=Keyring([]))
+        assert not raw.sismember(LIVE_KEY, game_id) and raw.zscore(PUBLIC_KEY, game_id) is None
+        assert not (tmp_path / "x.ndjson").exists()
+    finally:
+        await store.close()
+        raw.close()
