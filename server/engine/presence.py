@@ -12,8 +12,9 @@ when it wrote them). Once every `interval` (a second) the node's one presence ta
 
 Polled, not published: a dead node publishes nothing, so its field's age must be looked at anyway, and
 one pipelined read a second costs a node one round trip for all its games, alike on a standalone Redis
-and on a Cluster (where a publish would reach every node of the cluster). Ages are judged by the readers'
-clocks against the writers': the nodes' clocks must agree to within a few seconds (NTP).
+and on a Cluster (where a publish would reach every node of the cluster). Fields are dated, and their ages
+judged, by the store's clock: each node reads it at its first round and at every heartbeat and keeps its
+own clock's offset from it, so the nodes' clocks need not agree.
 
 Each connection gets a `presence` frame once it is admitted (behind its welcome), then whenever its game's
 presence changes: at most one frame a second per game, the latest state, to each connection whose last
@@ -131,7 +132,8 @@ class Presence:
         interval: float = 1.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        """`heartbeat`, `expiry` and `interval` in seconds; `clock` is the wall clock fields are dated by.
+        """`heartbeat`, `expiry` and `interval` in seconds; `clock` is this node's wall clock (fields are
+        dated by the store's, through this clock's offset from it).
 
         Raises: ValueError when `expiry` is not longer than `heartbeat` (live nodes would seem to leave).
         """
@@ -142,6 +144,8 @@ class Presence:
         self.heartbeat, self.expiry, self.interval = heartbeat, expiry, interval
         self.ttl = expiry + heartbeat
         self._clock = clock
+        # The store's clock minus this node's, as last measured (None: not yet).
+        self._offset: float | None = None
         self._tables: dict[str, _Table] = {}
         self._task: asyncio.Task[None] | None = None
         # Games joined here for the first time, whose other nodes' fields one task reads, together.
@@ -199,7 +203,7 @@ class Presence:
         for game_id, seats in games:
             table = self._tables.get(game_id)
             if game_id in rows:
-                online, spectators = self._others(rows[game_id], self._clock())
+                online, spectators = self._others(rows[game_id], self._now())
                 if table is not None:
                     online |= {seat for seat, count in enumerate(table.connected) if count}
                     spectators += table.spectators
@@ -263,6 +267,8 @@ class Presence:
 
         Raises: StoreUnavailable.
         """
+        if beat or self._offset is None:
+            await self._sync_clock()
         await self._write(beat)
         await self._poll()
         for game_id, table in list(self._tables.items()):
@@ -271,10 +277,20 @@ class Presence:
                     table.timer.cancel()
                 del self._tables[game_id]
 
+    async def _sync_clock(self) -> None:
+        before = self._clock()
+        store = await self.store.time()
+        after = self._clock()
+        self._offset = store - (before + after) / 2
+
+    def _now(self) -> float:
+        """The store's time, by this node's clock and its last measured offset."""
+        return self._clock() + (self._offset or 0.0)
+
     async def _write(self, beat: bool) -> None:
         values: dict[str, bytes | None] = {}
         written: list[_Table] = []
-        at = int(self._clock() * 1000)
+        at = int(self._now() * 1000)
         for table in self._tables.values():
             if not (table.dirty or (beat and table.stored)):
                 continue
@@ -303,7 +319,7 @@ class Presence:
         followed = [game_id for game_id, table in self._tables.items() if table.watchers]
         for chunk in _chunks(followed):
             rows = await self.store.read_presence(chunk)
-            now = self._clock()
+            now = self._now()
             for game_id, row in zip(chunk, rows, strict=True):
                 table = self._tables.get(game_id)
                 if table is not None:
@@ -321,7 +337,7 @@ class Presence:
                     for start in range(0, len(tables), CHUNK):
                         chunk = tables[start : start + CHUNK]
                         rows = await self.store.read_presence([table.game_id for table in chunk])
-                        now = self._clock()
+                        now = self._now()
                         for table, row in zip(chunk, rows, strict=True):
                             self._take(table, row, now)
                 except StoreError:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
 from server.engine.envelope import Record
 from server.store import (
@@ -38,7 +38,9 @@ class _Game:
 class MemoryEventStore:
     """Per-game lists of envelopes in this process; lost when the process ends."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        """`clock`: the store's wall clock (`time`), in seconds since the epoch."""
+        self._clock = clock
         self._games: dict[str, _Game] = {}
         # The index: listed games with their listings, live games, indexed games; and each game's rank
         # in the order of creation, by which the listed ones are listed (as the Redis adapter scores them).
@@ -300,6 +302,10 @@ class MemoryEventStore:
             fields, expires = self._presence.get(game_id, ({}, 0.0))
             found.append(dict(fields) if expires > now else {})
         return found
+
+    async def time(self) -> float:
+        """The store's clock."""
+        return self._clock()
 
     async def take_token(self, bucket: str, per_second: float, burst: int) -> float:
         """Spend a token of a rate bucket (the Redis adapter's cell rate, on this process's clock)."""

@@ -250,6 +250,10 @@ class EventStore(Protocol):
         """Every node's field in the presence of each game (in `game_ids`' order; {} for none), in one
         call. Raises: StoreUnavailable."""
 
+    async def time(self) -> float:
+        """The store's clock, in seconds since the epoch: what the nodes date what they share by (presence),
+        so that their own clocks need not agree. Raises: StoreUnavailable."""
+
     async def take_token(self, bucket: str, per_second: float, burst: int) -> float:
         """Spend a token of the rate bucket `bucket`, shared by every node on this store: it refills at
         `per_second` and holds at most `burst`. 0 when a token was spent, else the seconds until one can

@@ -56,7 +56,8 @@ async def settle() -> None:
 
 
 async def test_a_connection_gets_the_presence_after_joining_and_others_get_the_change() -> None:
-    store, clock = MemoryEventStore(), Clock()
+    clock = Clock()
+    store = MemoryEventStore(clock)
     here = node(store, "a", clock)
     ada, watcher = Sink(), Sink()
     here.join("g", 3, 0, ada)
@@ -70,7 +71,8 @@ async def test_a_connection_gets_the_presence_after_joining_and_others_get_the_c
 
 
 async def test_two_nodes_see_each_others_connections_once_each_has_written_and_read() -> None:
-    store, clock = MemoryEventStore(), Clock()
+    clock = Clock()
+    store = MemoryEventStore(clock)
     first, second = node(store, "a", clock), node(store, "b", clock)
     player, spectator = Sink(), Sink()
     joined = first.join("g", 2, 1, player)
@@ -94,7 +96,8 @@ async def test_two_nodes_see_each_others_connections_once_each_has_written_and_r
 
 
 async def test_a_node_that_stops_writing_stops_counting_once_its_field_is_older_than_the_expiry() -> None:
-    store, clock = MemoryEventStore(), Clock()
+    clock = Clock()
+    store = MemoryEventStore(clock)
     dying, living = node(store, "a", clock), node(store, "b", clock)
     dying.join("g", 1, 0, Sink())
     spectator = Sink()
@@ -116,7 +119,8 @@ async def test_a_node_that_stops_writing_stops_counting_once_its_field_is_older_
 
 
 async def test_a_burst_of_joins_and_leaves_reaches_a_connection_as_at_most_one_frame_per_interval() -> None:
-    store, clock = MemoryEventStore(), Clock()
+    clock = Clock()
+    store = MemoryEventStore(clock)
     here = node(store, "a", clock)
     observer = Sink()
     here.join("g", 2, 0, observer)
@@ -136,7 +140,8 @@ async def test_a_burst_of_joins_and_leaves_reaches_a_connection_as_at_most_one_f
 
 
 async def test_closing_a_node_removes_its_fields_and_a_game_left_by_all_is_forgotten() -> None:
-    store, clock = MemoryEventStore(), Clock()
+    clock = Clock()
+    store = MemoryEventStore(clock)
     first = node(store, "a", clock)
     joined = first.join("g", 1, 0, Sink())
     first.join("h", 1, None, Sink())
@@ -159,8 +164,8 @@ def test_an_expiry_not_longer_than_the_heartbeat_is_refused() -> None:
 class Counting(MemoryEventStore):
     """The in-memory store, counting its presence reads."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, clock: Clock) -> None:
+        super().__init__(clock)
         self.reads: list[int] = []
 
     async def read_presence(self, game_ids: Sequence[str]) -> list[dict[str, bytes]]:
@@ -169,7 +174,8 @@ class Counting(MemoryEventStore):
 
 
 async def test_connections_to_many_new_games_at_once_cost_one_read_of_their_presence() -> None:
-    store, clock = Counting(), Clock()
+    clock = Clock()
+    store = Counting(clock)
     here = node(store, "a", clock)
     sinks = [Sink() for _ in range(300)]
     for n, sink in enumerate(sinks):
@@ -177,3 +183,25 @@ async def test_connections_to_many_new_games_at_once_cost_one_read_of_their_pres
     await settle()
     assert store.reads == [300]
     assert all(sink.frames == [frame([n % 2 == 0, n % 2 == 1], 0)] for n, sink in enumerate(sinks))
+
+
+async def test_nodes_whose_clocks_disagree_date_their_fields_by_the_stores_clock() -> None:
+    clock = Clock()
+    store = MemoryEventStore(clock)
+    # A node 100 s ahead of the store and one 100 s behind: by their own clocks, the one behind would
+    # look silent for 200 s to the one ahead, and gone.
+    ahead = Presence(store, node="a", interval=INTERVAL, clock=lambda: clock.now + 100)
+    behind = Presence(store, node="b", interval=INTERVAL, clock=lambda: clock.now - 100)
+    sink = Sink()
+    behind.join("g", 2, 1, Sink())
+    ahead.join("g", 2, 0, sink)
+    for presence in (behind, ahead, behind, ahead):
+        await presence.tick()
+    await settle()
+    assert sink.last == frame([True, True], 0)
+    clock.now += 16  # the one behind stops writing: once past the expiry by the store's clock, it is gone
+    await ahead.tick()
+    await settle()
+    assert sink.last == frame([True, False], 0)
+    for presence in (ahead, behind):
+        await presence.close()

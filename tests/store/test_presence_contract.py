@@ -5,6 +5,7 @@ written for its time to live."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 from support.redis import bounded, new_id
 
@@ -51,3 +52,8 @@ async def test_many_games_are_written_and_read_back_together(store: EventStore) 
     await bounded(store.write_presence("node-a", {g: g.encode() for g in games}, 30))
     rows = await bounded(store.read_presence(games))
     assert rows == [{"node-a": g.encode()} for g in games]
+
+
+async def test_the_stores_clock_is_the_wall_clock_of_the_epoch(store: EventStore) -> None:
+    # What presence dates its fields by (Redis's TIME, the same for every node of a Cluster).
+    assert abs(await bounded(store.time()) - time.time()) < 5

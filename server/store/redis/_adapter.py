@@ -57,6 +57,7 @@ from server.store.redis._scripts import (
     PUBLIC_KEY,
     READ_PRESENCE,
     RESTORE,
+    STORE_TIME,
     TAKE_TOKEN,
     UNINDEX,
     WRITE_PRESENCE,
@@ -194,6 +195,7 @@ class RedisEventStore:
         self._fence = client.register_script(FENCE)
         self._delete_at = client.register_script(DELETE_AT)
         self._take_token = client.register_script(TAKE_TOKEN)
+        self._store_time = client.register_script(STORE_TIME)
         self._write_presence = client.register_script(WRITE_PRESENCE)
         self._read_presence = client.register_script(READ_PRESENCE)
         self._cluster = isinstance(client, RedisCluster)
@@ -676,6 +678,13 @@ class RedisEventStore:
         async with _boundary(self._timeout):
             replies = cast(list[dict[bytes, bytes]], await pipe.execute())
         return [{field.decode(): value for field, value in reply.items()} for reply in replies]
+
+    async def time(self) -> float:
+        """Redis's clock (on a Cluster, that of the node holding `orchestra:games`, for every node).
+        Raises: StoreUnavailable."""
+        async with _boundary(self._timeout):
+            seconds, micros = await self._store_time(keys=[GAMES_KEY])
+        return int(seconds) + int(micros) / 1e6
 
     async def take_token(self, bucket: str, per_second: float, burst: int) -> float:
         """Spend a token of a rate bucket shared by every node (one script, on Redis's clock): 0, or the

@@ -274,6 +274,11 @@ for i, key in ipairs(KEYS) do found[i] = redis.call('HGETALL', key) end
 return found
 """
 
+# KEYS: orchestra:games (any fixed key: on a Cluster, every node asks the same Redis) -> Redis's TIME.
+STORE_TIME = """
+return redis.call('TIME')
+"""
+
 # A rate bucket shared by the nodes (generic cell rate: the key holds the time, in ms of Redis's clock, at
 # which the bucket will be full again). KEYS: the bucket. ARGV: ms per token, burst -> 0 when a token was
 # spent, else the ms until one can be. Redis's clock, not the nodes': they need not agree.
