@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 
 import msgspec
 
-from domain import Rejected, UnknownGame, decide, evolve
+from domain import Event, Rejected, UnknownGame, decide, evolve
 from domain.messages import EndGame, Place, TakeBack
 from server.engine import envelope
 from server.engine.envelope import Envelope, Record
@@ -308,7 +308,13 @@ class LiveGame:
         at, signer = self._node.clock(), self._node.signer
         plans: list[_Plan] = []
         refused: list[tuple[Submission, Rejected]] = []
+        accepted: Sequence[Event] = ()  # the last accepted command's events, not yet in `state`
         for submission in batch:
+            # Only a command that follows needs the state they leave (the fold makes the game's own): one
+            # or two events, evolved, not folded (a fold copies the whole state).
+            for event in accepted:
+                state = evolve(state, event)
+            accepted = ()
             command = submission.command
             try:
                 events = decide(state, command)
@@ -320,8 +326,7 @@ class LiveGame:
             )
             plans.append(_Plan(submission, version, items, data, head))
             version += len(events)
-            for event in events:  # one or two events: evolve, not fold (which copies the whole state)
-                state = evolve(state, event)
+            accepted = events
         return plans, refused
 
     async def _append(self, plans: list[_Plan]) -> list[Appended | StoreError]:

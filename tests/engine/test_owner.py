@@ -282,3 +282,35 @@ async def test_closing_answers_every_waiting_command_unavailable() -> None:
     for answered in answers:
         with pytest.raises(StoreUnavailable):
             await asyncio.wait_for(answered, 1)
+
+
+async def test_a_round_decides_each_command_on_the_state_the_ones_before_it_leave() -> None:
+    # The oracle: the same commands one at a time, each in a round of its own.
+    script = [
+        Place(seat=0, id="a", token=PerformanceToken("classical"), space="viola"),
+        Place(seat=1, id="b", token=RepairToken("strings"), space="viola"),  # below Ada's chair
+        Place(seat=1, id="c", token=PerformanceToken("classical"), space="viola"),  # steals by majority
+        Place(seat=0, id="d", token=RepairToken("strings"), space="viola"),
+    ]
+
+    async def events_of(together: bool) -> list[Any]:
+        store = MemoryEventStore()
+        games = Games(store)
+        game = await new_game(games)
+        if together:
+            await asyncio.wait_for(asyncio.gather(*(submit(game, command) for command in script)), 1)
+        else:
+            for command in script:
+                await asyncio.wait_for(submit(game, command), 1)
+        stored = [envelope.decode(r.data).event for r in await store.read(game.game_id)]
+        await games.close()
+        return stored[1:]
+
+    together = await events_of(True)
+    assert [type(event).__name__ for event in together] == [
+        "ChairClaimed",
+        "PlacedBelowLine",
+        "ChairStolen",
+        "PlacedBelowLine",
+    ]
+    assert together == await events_of(False)
