@@ -197,6 +197,8 @@ def test_pipeline(results: dict[str, dict[str, Any]]) -> None:
     assert _positive(summary["ours_us_per_command"]) and _positive(summary["minimal_work_us_per_command"])
     # Every command was accepted and its frame reached each of its game's 8 followers, once.
     assert summary["frames_written_per_command"] == 8.0
+    # A signature is part of a command's path: it cannot cost more than the whole path.
+    assert _positive(summary["signature_us"]) and summary["signature_us"] < summary["ours_us_per_command"]
 
 
 def test_pipeline_counts_instructions_per_command_under_callgrind(results: dict[str, dict[str, Any]]) -> None:
