@@ -27,7 +27,7 @@ PLACEMENT_EVENTS = ("ChairClaimed", "ChairStolen", "PlacedBelowLine")
 # Close codes after which reconnecting cannot help: the server refused this client (1008), or the game's
 # stored history cannot be read (1011, damaged_game). Every other end of a connection (a drop, 1012
 # "service restart", 1013 "try again later") is retried.
-REFUSED = {1008, 1011}
+REFUSED = frozenset({1008, 1011})
 # Resuming: waits drawn at random up to a ceiling that doubles from BACKOFF_BASE to BACKOFF_CAP ("full
 # jitter"), so clients that lost one server together do not all come back in the same instant; a
 # session gives up after RESUME_FOR seconds without a welcome.
@@ -96,9 +96,19 @@ async def backoff(attempt: int) -> None:
 
 
 class FrameStream:
-    """The frames a session received and has not handed out yet, ending with None when it is over."""
+    """One websocket session: its frames read as they come, handed out until the session is over (then
+    None), and connecting again after a drop, with backoff, until a welcome or `RESUME_FOR` seconds.
 
+    A subclass says which close codes end the session for good (`refused`), what each frame does
+    (`_dispatch`), how to connect again (`_reopen`), and what follows a resume (`_resumed`) and the end
+    (`_ended`)."""
+
+    refused: frozenset[int]
+    reconnect: bool
+    reconnects: int
     closed_with: tuple[int | None, str] | None
+    _closing: bool
+    _ws: ClientConnection | None
     _frames: asyncio.Queue[Json | None]
 
     async def next_frame(self, timeout: float = 10.0) -> Json:
@@ -122,6 +132,53 @@ class FrameStream:
                 return
             yield frame
 
+    def _dispatch(self, frame: Json) -> None:
+        raise NotImplementedError
+
+    async def _reopen(self) -> None:
+        """Connect again, up to the first frame. Raises: ConnectionRefused, OSError, TimeoutError..."""
+        raise NotImplementedError
+
+    async def _resumed(self) -> None:
+        """Connected again."""
+
+    def _ended(self) -> None:
+        """The session is over for good."""
+
+    async def _read(self) -> None:
+        while True:
+            assert self._ws is not None
+            try:
+                async for text in self._ws:
+                    self._dispatch(_decode(text))
+                code, reason = self._ws.close_code, self._ws.close_reason or ""
+            except ConnectionClosed as exc:
+                code, reason = (exc.rcvd.code, exc.rcvd.reason) if exc.rcvd else (None, "dropped")
+            self.closed_with = (code, reason)
+            if self._closing or not self.reconnect or code in self.refused or not await self._resume():
+                break
+        self._ended()
+        self._frames.put_nowait(None)
+
+    async def _resume(self) -> bool:
+        give_up = time.monotonic() + RESUME_FOR
+        for attempt in itertools.count():
+            if time.monotonic() >= give_up:
+                return False
+            await backoff(attempt)
+            try:
+                await self._reopen()
+            except ConnectionRefused as exc:
+                if exc.code in self.refused:
+                    return False
+                continue  # 1012 or 1013 before the first frame: the server is restarting or busy
+            except (OSError, TimeoutError, ConnectionClosed, websockets.InvalidHandshake):
+                continue
+            self.reconnects += 1
+            await self._resumed()
+            return True
+        return False
+
 
 class GameClient(FrameStream):
     """One client of one game. Create it with `await GameClient.connect(...)`.
@@ -129,6 +186,8 @@ class GameClient(FrameStream):
     `next_frame` and `frames` hand out every frame that is not an answer to a command sent with `send`
     (events, rejections...); presence frames only update `presence`.
     """
+
+    refused = REFUSED
 
     def __init__(
         self, base_url: str, game_id: str, token: str | None, *, view: bool | str | None, reconnect: bool
@@ -325,45 +384,18 @@ class GameClient(FrameStream):
         with contextlib.suppress(ConnectionClosed):
             await self._ws.send(_encode(frame).decode())
 
-    async def _read(self) -> None:
-        while True:
-            assert self._ws is not None
-            try:
-                async for text in self._ws:
-                    self._dispatch(_decode(text))
-                code, reason = self._ws.close_code, self._ws.close_reason or ""
-            except ConnectionClosed as exc:
-                code, reason = (exc.rcvd.code, exc.rcvd.reason) if exc.rcvd else (None, "dropped")
-            self.closed_with = (code, reason)
-            if self._closing or not self.reconnect or code in REFUSED:
-                break
-            if not await self._resume():
-                break
+    async def _reopen(self) -> None:
+        await self._open(self.version)
+
+    async def _resumed(self) -> None:
+        for frame, future in list(self._pending.values()):
+            if not future.done():
+                await self._write(frame)
+
+    def _ended(self) -> None:
         for _, future in self._pending.values():
             if not future.done():
                 future.set_exception(ConnectionRefused(*(self.closed_with or (None, "closed"))))
-        self._frames.put_nowait(None)
-
-    async def _resume(self) -> bool:
-        give_up = time.monotonic() + RESUME_FOR
-        for attempt in itertools.count():
-            if time.monotonic() >= give_up:
-                return False
-            await backoff(attempt)
-            try:
-                await self._open(self.version)
-            except ConnectionRefused as exc:
-                if exc.code in REFUSED:
-                    return False
-                continue  # 1012 or 1013 before the welcome: the server is restarting or busy
-            except (OSError, TimeoutError, ConnectionClosed, websockets.InvalidHandshake):
-                continue
-            self.reconnects += 1
-            for frame, future in list(self._pending.values()):
-                if not future.done():
-                    await self._write(frame)
-            return True
-        return False
 
     def _settle(self) -> None:
         """Hand out the accepted answers whose envelopes have now been delivered."""

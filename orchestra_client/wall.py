@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -22,10 +20,9 @@ import websockets
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
-from orchestra_client.session import RESUME_FOR, ConnectionRefused, FrameStream, Json, backoff
+from orchestra_client.session import ConnectionRefused, FrameStream, Json
 
 _decode = msgspec.json.Decoder(dict[str, Any]).decode
-REFUSED = 1008
 
 
 def apply_wall_changes(games: dict[str, Json], frame: Json) -> dict[str, Json]:
@@ -62,6 +59,8 @@ class WallClient(FrameStream):
     `next_frame` and `frames` hand out each frame after the first `wall` (a `wall_changes`, or a `wall`
     after a reconnect), already applied to `games`.
     """
+
+    refused = frozenset({1008})  # the feed is refused for good only by a policy close
 
     def __init__(self, base_url: str, *, reconnect: bool) -> None:
         self.url = base_url.replace("http://", "ws://").replace("https://", "wss://").rstrip("/") + "/wall/ws"
@@ -142,38 +141,11 @@ class WallClient(FrameStream):
         self.ended_kept = int(frame["ended_kept"])
         self._changed.set()
 
-    async def _read(self) -> None:
-        while True:
-            assert self._ws is not None
-            try:
-                async for text in self._ws:
-                    self._dispatch(_decode(text))
-                code, reason = self._ws.close_code, self._ws.close_reason or ""
-            except ConnectionClosed as exc:
-                code, reason = (exc.rcvd.code, exc.rcvd.reason) if exc.rcvd else (None, "dropped")
-            self.closed_with = (code, reason)
-            if self._closing or not self.reconnect or code == REFUSED or not await self._resume():
-                break
-        self._frames.put_nowait(None)
+    async def _reopen(self) -> None:
+        await self._open()
 
-    async def _resume(self) -> bool:
-        give_up = time.monotonic() + RESUME_FOR
-        for attempt in itertools.count():
-            if time.monotonic() >= give_up:
-                return False
-            await backoff(attempt)
-            try:
-                await self._open()
-            except ConnectionRefused as exc:
-                if exc.code == REFUSED:
-                    return False
-                continue
-            except (OSError, TimeoutError, ConnectionClosed, websockets.InvalidHandshake):
-                continue
-            self.reconnects += 1
-            self._frames.put_nowait(self.received[-1])
-            return True
-        return False
+    async def _resumed(self) -> None:
+        self._frames.put_nowait(self.received[-1])  # the new `wall` frame: the games as they are now
 
     def _dispatch(self, frame: Json) -> None:
         self.received.append(frame)

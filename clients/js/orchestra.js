@@ -279,6 +279,65 @@ class Listeners {
   }
 }
 
+/** What the game and wall connections share beyond their listeners: after a drop, connecting again with
+ * backoff and jitter until a first frame, a close code that ends it for good (`_finalCodes`), or
+ * `resumeFor` ms without an answer. A subclass gives `_finalCodes`, `_reopen()` (one attempt: resolves
+ * at the first frame, rejects with the close code) and `_finish(code, reason, frame)`. */
+class Resuming extends Listeners {
+  _lost(code, reason) {
+    this._socket = null;
+    if (this._state === "closed") return;
+    if (this._finalCodes.includes(code) || !this._reconnect) {
+      this._finish(code, reason, null);
+      return;
+    }
+    this._state = "resuming";
+    this._emit("reconnecting", { code, reason });
+    this._retry(false, () => this._reopen()).catch(() => {
+      /* closed for good: "close" said so */
+    });
+  }
+
+  // Attempts of `open` until one resolves (returned); a final refusal, or nothing for `resumeFor`,
+  // closes the connection for good and throws the last refusal. The first connection (`first`) tries
+  // at once.
+  async _retry(first, open) {
+    const giveUp = Date.now() + this._resumeFor;
+    let last = new OrchestraError("unreachable", "no answer");
+    for (let attempt = 0; ; attempt += 1) {
+      if (Date.now() >= giveUp) {
+        this._finish(last.closeCode, `gave up after ${this._resumeFor} ms: ${last.message}`, last.frame);
+        throw last;
+      }
+      if (!first || attempt > 0) {
+        await this._sleep(Math.random() * Math.min(BACKOFF_BASE_MS * 2 ** attempt, BACKOFF_CAP_MS));
+      }
+      if (this._state === "closed") throw new OrchestraError("closed", "the connection is closed");
+      try {
+        return await open();
+      } catch (error) {
+        if (this._state === "closed") throw error;
+        last = error;
+        if (this._finalCodes.includes(error.closeCode)) {
+          this._finish(error.closeCode, error.message, error.frame);
+          throw error;
+        }
+        // A drop, 1012 (restarting) or 1013 (busy) before the first frame: again, after a longer wait.
+      }
+    }
+  }
+
+  _sleep(ms) {
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      this._wake = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+  }
+}
+
 /**
  * Connect to a game: resolves at the welcome with a Connection (`role`, `seat`, `version`, `view`).
  * Listeners added with `on()` right after the await (before awaiting anything else) see every frame
@@ -296,7 +355,7 @@ export async function connect(baseUrl, gameId, options = {}) {
   return connection;
 }
 
-export class Connection extends Listeners {
+export class Connection extends Resuming {
   constructor(baseUrl, gameId, options = {}) {
     super();
     const Socket = socketClass(options);
@@ -416,8 +475,16 @@ export class Connection extends Listeners {
 
 
   async _start(since) {
-    if (this._waitForServer) await this._retry(since, true);
+    if (this._waitForServer) await this._retry(true, () => this._open(since, true));
     else await this._open(since, true);
+  }
+
+  get _finalCodes() {
+    return FINAL_CLOSE_CODES;
+  }
+
+  _reopen() {
+    return this._open(this.version, false);
   }
 
   // One socket: the hello, then the welcome (resolves) or the refusal (rejects with its wire code and the
@@ -604,58 +671,6 @@ export class Connection extends Listeners {
     this._lost(null, "resync");
   }
 
-  _lost(code, reason) {
-    this._socket = null;
-    if (this._state === "closed") return;
-    if (FINAL_CLOSE_CODES.includes(code) || !this._reconnect) {
-      this._finish(code, reason, null);
-      return;
-    }
-    this._state = "resuming";
-    this._emit("reconnecting", { code, reason });
-    this._retry(this.version, false).catch(() => {
-      /* closed for good: "close" said so */
-    });
-  }
-
-  // Hellos until a welcome (returned); a final refusal, or no welcome for `resumeFor`, closes the
-  // connection for good and throws the last refusal.
-  async _retry(since, first) {
-    const giveUp = Date.now() + this._resumeFor;
-    let last = new OrchestraError("unreachable", "no answer");
-    for (let attempt = 0; ; attempt += 1) {
-      if (Date.now() >= giveUp) {
-        this._finish(last.closeCode, `gave up after ${this._resumeFor} ms: ${last.message}`, last.frame);
-        throw last;
-      }
-      if (!first || attempt > 0) {
-        await this._sleep(Math.random() * Math.min(BACKOFF_BASE_MS * 2 ** attempt, BACKOFF_CAP_MS));
-      }
-      if (this._state === "closed") throw new OrchestraError("closed", "the connection is closed");
-      try {
-        return await this._open(since, first);
-      } catch (error) {
-        if (this._state === "closed") throw error;
-        last = error;
-        if (FINAL_CLOSE_CODES.includes(error.closeCode)) {
-          this._finish(error.closeCode, error.message, error.frame);
-          throw error;
-        }
-        // A drop, 1012 (restarting) or 1013 (busy) before the welcome: again, after a longer wait.
-      }
-    }
-  }
-
-  _sleep(ms) {
-    return new Promise((resolve) => {
-      const timer = setTimeout(resolve, ms);
-      this._wake = () => {
-        clearTimeout(timer);
-        resolve();
-      };
-    });
-  }
-
   _finish(code, reason, frame) {
     if (this._state === "closed") return;
     this._state = "closed";
@@ -734,7 +749,7 @@ export async function connectWall(baseUrl, options = {}) {
   return connection;
 }
 
-export class WallConnection extends Listeners {
+export class WallConnection extends Resuming {
   constructor(baseUrl, options = {}) {
     super();
     const Socket = socketClass(options);
@@ -773,8 +788,17 @@ export class WallConnection extends Listeners {
 
 
   async _start() {
-    if (this._waitForServer) await this._retry(true);
+    if (this._waitForServer) await this._retry(true, () => this._open(true));
     else await this._open(true);
+  }
+
+  // The feed is refused for good only by a policy close.
+  get _finalCodes() {
+    return [1008];
+  }
+
+  _reopen() {
+    return this._open(false);
   }
 
   _open(first) {
@@ -853,55 +877,6 @@ export class WallConnection extends Listeners {
       this._emit("changes", { added: frame.added, changed: frame.changed, retired: frame.retired }, frame);
     }
     // Any other type is one this client does not know: ignored, as the protocol asks.
-  }
-
-  _lost(code, reason) {
-    this._socket = null;
-    if (this._state === "closed") return;
-    if (code === 1008 || !this._reconnect) {
-      this._finish(code, reason);
-      return;
-    }
-    this._state = "resuming";
-    this._emit("reconnecting", { code, reason });
-    this._retry(false).catch(() => {
-      /* closed for good: "close" said so */
-    });
-  }
-
-  async _retry(first) {
-    const giveUp = Date.now() + this._resumeFor;
-    let last = new OrchestraError("unreachable", "no answer");
-    for (let attempt = 0; ; attempt += 1) {
-      if (Date.now() >= giveUp) {
-        this._finish(last.closeCode, `gave up after ${this._resumeFor} ms: ${last.message}`);
-        throw last;
-      }
-      if (!first || attempt > 0) {
-        await this._sleep(Math.random() * Math.min(BACKOFF_BASE_MS * 2 ** attempt, BACKOFF_CAP_MS));
-      }
-      if (this._state === "closed") throw new OrchestraError("closed", "the connection is closed");
-      try {
-        return await this._open(first);
-      } catch (error) {
-        if (this._state === "closed") throw error;
-        last = error;
-        if (error.closeCode === 1008) {
-          this._finish(error.closeCode, error.message);
-          throw error;
-        }
-      }
-    }
-  }
-
-  _sleep(ms) {
-    return new Promise((resolve) => {
-      const timer = setTimeout(resolve, ms);
-      this._wake = () => {
-        clearTimeout(timer);
-        resolve();
-      };
-    });
   }
 
   _finish(code, reason) {
