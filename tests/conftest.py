@@ -1,8 +1,8 @@
 """Shared test settings. Under CI (CI=true), a skipped test is a failure: CI must prove everything.
 
 Shared fixtures: `redis_url`, the session's Redis ($ORCHESTRA_TEST_REDIS_URL, else a redis-server of the
-session's own on a free loopback port, never the machine's shared 6379), and real `orchestra serve`
-processes on it: `start_server`, `start_module_server` and `server`. Helpers live in tests/support
+session's own on a free loopback port, never the machine's shared 6379), `own_redis` (one of a test
+alone), and real `orchestra serve` processes on it: `start_server`, `start_module_server` and `server`. Helpers live in tests/support
 (`support.redis`, `support.servers`, ...); pyproject.toml puts the project root and tests/ on sys.path.
 """
 
@@ -47,6 +47,17 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     server = RedisProcess(tmp_path_factory.mktemp("redis")).start()
     try:
         yield server.url
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def own_redis(tmp_path: Path) -> Iterator[RedisProcess]:
+    """A redis-server of one test alone: its counts and games start empty, and the test may write to it,
+    stop, freeze and restart it."""
+    server = RedisProcess(tmp_path / "redis").start()
+    try:
+        yield server
     finally:
         server.stop()
 

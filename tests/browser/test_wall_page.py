@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -74,16 +73,6 @@ RECORD_JS = """() => {
     {subtree: true, childList: true, attributes: true, attributeFilter: ['data-version']});
   record();
 }""".replace("TILE", TILE_JS)
-
-
-@pytest.fixture
-def own_redis(tmp_path: Path) -> Iterator[RedisProcess]:
-    """A redis-server of this test alone: the wall shows this test's games only."""
-    server = RedisProcess(tmp_path / "redis").start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def seconds(at: str) -> float:

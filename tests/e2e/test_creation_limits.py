@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -20,16 +18,6 @@ from orchestra_client import GameClient
 from server.store.redis._scripts import INDEXED_KEY, LISTING_KEY, LIVE_KEY, PUBLIC_KEY
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
-
-
-@pytest.fixture
-def own_redis(tmp_path: Path) -> Iterator[RedisProcess]:
-    """A redis-server of this test alone: its counts start at zero."""
-    server = RedisProcess(tmp_path / "redis").start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def refused(response: httpx.Response, status: int, code: str) -> dict[str, Any]:

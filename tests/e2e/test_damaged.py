@@ -14,7 +14,6 @@ import httpx
 import pytest
 import redis
 from support.e2e import PERF, STRINGS, expect_accepted, log_lines, new_game
-from support.redis import RedisProcess
 
 from orchestra_client import ConnectionRefused, GameClient
 
@@ -37,14 +36,6 @@ def _damaged_reads(metrics: str) -> float:
     found = re.search(r"^orchestra_damaged_reads_total (\S+)$", metrics, re.MULTILINE)
     assert found is not None, "orchestra_damaged_reads_total is not exported"
     return float(found.group(1))
-
-
-@pytest.fixture
-def own_redis(tmp_path: Any) -> Any:
-    """A Redis of this test alone: the test writes damaged streams to it."""
-    server = RedisProcess(tmp_path / "redis").start()
-    yield server
-    server.stop()
 
 
 async def test_a_damaged_game_is_reported_with_its_version_everywhere_and_alone(

@@ -5,8 +5,6 @@ ended, a private game never appears, and a game played on another node reaches t
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -24,16 +22,6 @@ from server.protocol import schema
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
 CHANGE_FIELDS = {"game_id", "version", "ended", "chairs", "prestige", "presence"}
-
-
-@pytest.fixture
-def own_redis(tmp_path: Path) -> Iterator[RedisProcess]:
-    """A redis-server of this test alone: the wall shows this test's games only."""
-    server = RedisProcess(tmp_path / "redis").start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 SCHEMA: dict[str, Any] = msgspec.json.decode(schema.document())

@@ -9,11 +9,10 @@ adapter: memory, redis and cluster.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import pytest
-from support.redis import RedisProcess, bounded, start_cluster
+from support.redis import bounded, start_cluster
 
 from server.store import EventStore
 from server.store.memory import MemoryEventStore
@@ -31,16 +30,6 @@ def redis_url(redis_url: str) -> str:
         query = [(key, value) for key, value in parse_qsl(parts.query) if key != "db"]
         return urlunsplit(parts._replace(query=urlencode([*query, ("db", str(STORE_DATABASE))])))
     return urlunsplit(parts._replace(path=f"/{STORE_DATABASE}"))
-
-
-@pytest.fixture
-def own_redis(tmp_path: Path) -> Iterator[RedisProcess]:
-    """A redis-server for one test alone, which the test may stop, freeze and restart."""
-    server = RedisProcess(tmp_path / "redis").start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="session")
