@@ -7,13 +7,13 @@ import { connect, createGame, getEvents, getView, OrchestraError } from "../orch
 import {
   collect,
   PERF,
+  placementsOfEveryKind,
   RARE_STRINGS,
   RARE_WINDS,
   recordingWebSocket,
   servers,
   STRINGS,
   untilVersion,
-  VIOLA,
   versions,
   WebSocket,
 } from "./helpers.js";
@@ -97,14 +97,7 @@ test("place and endGame resolve to accepted, or reject with the wire code", asyn
 function script(seats) {
   const [ada, ben, cy] = seats;
   return [
-    [ada, { token: PERF, space: "viola" }],
-    [ben, { token: STRINGS, space: "viola" }],
-    [ben, { token: PERF, space: "viola", consolation: "inspiration" }],
-    [ada, { token: STRINGS, space: "viola" }],
-    [cy, { token: VIOLA, space: "viola", skill: 6 }],
-    [ben, { token: PERF, space: "viola" }],
-    [cy, { token: RARE_STRINGS, space: "rare_strings", materials: ["wood"] }],
-    [ada, { token: RARE_STRINGS, space: "rare_strings", skill: 7, materials: ["metal", "metal"] }],
+    ...placementsOfEveryKind(seats),
     [ben, { token: RARE_WINDS, space: "rare_winds" }],
     [cy, { token: { kind: "repair", family: "winds" }, space: "oboe" }],
     [cy, { token: { kind: "performance", era: "baroque" }, space: "oboe" }],

@@ -136,6 +136,21 @@ export const VIOLA = { kind: "instrument", instrument: "viola" };
 export const RARE_STRINGS = { kind: "instrument", instrument: "rare_strings" };
 export const RARE_WINDS = { kind: "instrument", instrument: "rare_winds" };
 
+// A placement of every kind for three seats, in order: a claim, below the line for each reason, steals
+// by majority and by an instrument (doubled), a rare chair with materials, with and without doubling.
+export function placementsOfEveryKind([ada, ben, cy]) {
+  return [
+    [ada, { token: PERF, space: "viola" }],
+    [ben, { token: STRINGS, space: "viola" }],
+    [ben, { token: PERF, space: "viola", consolation: "inspiration" }],
+    [ada, { token: STRINGS, space: "viola" }],
+    [cy, { token: VIOLA, space: "viola", skill: 6 }],
+    [ben, { token: PERF, space: "viola" }],
+    [cy, { token: RARE_STRINGS, space: "rare_strings", materials: ["wood"] }],
+    [ada, { token: RARE_STRINGS, space: "rare_strings", skill: 7, materials: ["metal", "metal"] }],
+  ];
+}
+
 /** 1..n */
 export function versions(n, from = 1) {
   return Array.from({ length: n - from + 1 }, (_, i) => from + i);

@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import { applyDelta, connect, createGame, getEvents, getView, OrchestraError } from "../orchestra.js";
-import { collect, PERF, RARE_STRINGS, servers, STRINGS, untilVersion, VIOLA, WebSocket } from "./helpers.js";
+import { collect, PERF, placementsOfEveryKind, servers, STRINGS, untilVersion, WebSocket } from "./helpers.js";
 
 test("applyDelta cuts a list where a take-back's addition starts and gives the chair back", () => {
   const seated = (seat, era = "classical") => ({ seat, token: { kind: "performance", era } });
@@ -53,18 +53,7 @@ test("applyDelta cuts a list where a take-back's addition starts and gives the c
 
 // A placement of every kind (a claim, below the line for each reason, steals by majority and by an
 // instrument, a rare chair with materials), each taken back once and then placed again.
-function script([ada, ben, cy]) {
-  return [
-    [ada, { token: PERF, space: "viola" }],
-    [ben, { token: STRINGS, space: "viola" }],
-    [ben, { token: PERF, space: "viola", consolation: "inspiration" }],
-    [ada, { token: STRINGS, space: "viola" }],
-    [cy, { token: VIOLA, space: "viola", skill: 6 }],
-    [ben, { token: PERF, space: "viola" }],
-    [cy, { token: RARE_STRINGS, space: "rare_strings", materials: ["wood"] }],
-    [ada, { token: RARE_STRINGS, space: "rare_strings", skill: 7, materials: ["metal", "metal"] }],
-  ];
-}
+const script = placementsOfEveryKind;
 
 function lengths(view) {
   return Object.fromEntries(
