@@ -2,8 +2,9 @@
 
 Shared fixtures: `redis_url`, the session's Redis ($ORCHESTRA_TEST_REDIS_URL, else a redis-server of the
 session's own on a free loopback port, never the machine's shared 6379), `own_redis` (one of a test
-alone), and real `orchestra serve` processes on it: `start_server`, `start_module_server` and `server`. Helpers live in tests/support
-(`support.redis`, `support.servers`, ...); pyproject.toml puts the project root and tests/ on sys.path.
+alone), and real `orchestra serve` processes on it: `start_server`, `start_module_server` and `server`.
+Helpers live in tests/support (`support.redis`, `support.servers`, ...); pyproject.toml puts the project
+root and tests/ on sys.path.
 """
 
 from __future__ import annotations

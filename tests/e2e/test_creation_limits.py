@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 import redis.asyncio as aioredis
-from support.e2e import PERF, expect_accepted, log_lines, new_game
+from support.e2e import PERF, end_game, expect_accepted, log_lines, new_game
 from support.redis import RedisProcess
 
 from orchestra_client import GameClient
@@ -25,11 +25,6 @@ def refused(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
     body: dict[str, Any] = response.json()
     assert set(body) == {"code", "message"} and body["code"] == code and body["message"]
     return body
-
-
-async def end(url: str, game_id: str, token: str) -> None:
-    async with await GameClient.connect(url, game_id, token, reconnect=False) as player:
-        expect_accepted(await player.end_game())
 
 
 # The rate per client address ---------------------------------------------------------------------------
@@ -90,7 +85,7 @@ async def test_the_cap_on_live_games_holds_across_nodes_and_frees_a_place_when_a
     finally:
         await client.aclose()
     game_id, tokens = games[1]
-    await end(two.url, game_id, tokens[0])  # ended on one node, counted on every node
+    await end_game(two.url, game_id, tokens[0])  # ended on one node, counted on every node
     async with httpx.AsyncClient(base_url=one.url, timeout=10) as http:
         assert (await http.post("/games", json={"players": ["Dee"]})).status_code == 201
         refused(await http.post("/games", json={"players": ["Eve"]}), 503, "too_many_games")
@@ -112,7 +107,7 @@ async def test_the_list_reads_only_public_games_from_the_index_on_any_node(
     second, second_tokens = await new_game(one.url, ["Cy"])
     async with await GameClient.connect(one.url, first, first_tokens[0], reconnect=False) as ada:
         expect_accepted(await ada.place(PERF, "viola"))
-    await end(one.url, second, second_tokens[0])
+    await end_game(one.url, second, second_tokens[0])
     async with httpx.AsyncClient(base_url=two.url, timeout=10) as http:
         listed = (await http.get("/games")).json()
         # Each game also carries its presence (nobody connected now).
@@ -134,7 +129,7 @@ async def test_games_written_before_the_index_are_indexed_when_a_node_starts(
     public, _ = await new_game(old.url, ["Ada"])
     ended, ended_tokens = await new_game(old.url, ["Ben"])
     private, _ = await new_game(old.url, ["Cy"], spectators="token")
-    await end(old.url, ended, ended_tokens[0])
+    await end_game(old.url, ended, ended_tokens[0])
     old.stop()
     # What a store written by a version without the index holds: the games list, and no index at all.
     client = aioredis.Redis.from_url(own_redis.url)

@@ -12,7 +12,7 @@ import jsonschema
 import msgspec
 import pytest
 import websockets
-from support.e2e import PERF, STRINGS, expect_accepted, new_game
+from support.e2e import PERF, STRINGS, end_game, expect_accepted, new_game
 from support.redis import RedisProcess
 from support.wall import FOLLOWED, followed, wall_of
 
@@ -64,11 +64,6 @@ async def play(url: str, game_id: str, token: str, token_placed: dict[str, str],
         return version
 
 
-async def end(url: str, game_id: str, token: str) -> None:
-    async with await GameClient.connect(url, game_id, token, reconnect=False) as player:
-        expect_accepted(await player.end_game())
-
-
 async def test_the_feed_sends_the_wall_then_only_what_changed_and_never_a_private_game(
     start_server: Any, own_redis: RedisProcess
 ) -> None:
@@ -115,7 +110,7 @@ async def test_the_feed_sends_the_wall_then_only_what_changed_and_never_a_privat
 
         # The private game is played and ended: nothing of it ever reaches the wall.
         await play(server.url, hidden, hidden_tokens[0], PERF, "viola")
-        await end(server.url, hidden, hidden_tokens[0])
+        await end_game(server.url, hidden, hidden_tokens[0])
         await play(server.url, before, before_tokens[0], PERF, "clarinet")
         frame = await next_changes(wall)
         assert [change["game_id"] for change in frame["changed"]] == [before]
@@ -133,14 +128,14 @@ async def test_an_ended_game_stays_until_ended_kept_more_have_ended_then_retires
     second, second_tokens = await new_game(server.url, ["Cy", "Dan"])
     async with await WallClient.connect(server.url, reconnect=False) as wall:
         assert list(wall.games) == [second, first] and wall.ended_kept == 1
-        await end(server.url, first, first_tokens[0])
+        await end_game(server.url, first, first_tokens[0])
         frame = await next_changes(wall)
         assert frame["changed"] == [{"game_id": first, "version": 2, "ended": True}]
         assert frame["retired"] == []
         assert list(wall.games) == [second, first]  # live games first, then the ended ones
         await matches_the_server(server.url, wall, first)
 
-        await end(server.url, second, second_tokens[0])
+        await end_game(server.url, second, second_tokens[0])
         frame = await next_changes(wall)
         # The second ended: it stays (the most recently ended), and the first retires.
         assert frame["retired"] == [first]
@@ -168,7 +163,7 @@ async def test_a_game_created_and_played_on_another_node_reaches_the_wall(
             await wall.wait_until(lambda games, v=version: games[game_id]["version"] == v, 2.0)
             assert asyncio.get_running_loop().time() - started < 1.0
             await matches_the_server(other.url, wall, game_id)
-        await end(other.url, game_id, tokens[0])
+        await end_game(other.url, game_id, tokens[0])
         await wall.wait_until(lambda games: games[game_id]["ended"], 2.0)
         await matches_the_server(other.url, wall, game_id)
 

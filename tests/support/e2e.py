@@ -25,6 +25,12 @@ def expect_accepted(answer: dict[str, Any]) -> dict[str, Any]:
     return answer
 
 
+async def end_game(url: str, game_id: str, token: str) -> None:
+    """End a game as its seat 0 (`token`), on a connection of its own."""
+    async with await GameClient.connect(url, game_id, token, reconnect=False) as player:
+        expect_accepted(await player.end_game())
+
+
 async def next_answer(client: GameClient, timeout: float = 5.0) -> dict[str, Any]:
     """The next `accepted` or `rejected` frame that `send` did not claim (live `events` are skipped)."""
 
