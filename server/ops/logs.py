@@ -74,13 +74,21 @@ class JsonFormatter(logging.Formatter):
 class WithoutTargets(logging.Filter):
     """Drops uvicorn's lines that quote a request's target (its access lines, its websocket handshake
     lines): the path of a request may name no route, and its query may hold anything. The access log of
-    server.web.access names the route instead."""
+    server.web.access names the route instead. Also drops the "connection open" and "connection closed"
+    that the websockets library writes through uvicorn's logger for every connection: they name neither
+    game nor peer, and the access log's line per websocket session says when and how long."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        """False for a line of uvicorn that quotes a request's target."""
+        """False for a line of uvicorn that quotes a request's target or says a connection opened or
+        closed."""
         if record.name == "uvicorn.access":
             return False
-        return not (record.name == "uvicorn.error" and '"WebSocket %s"' in str(record.msg))
+        if record.name != "uvicorn.error":
+            return True
+        return record.msg not in _CONNECTION_LINES and '"WebSocket %s"' not in str(record.msg)
+
+
+_CONNECTION_LINES = frozenset({"connection open", "connection closed"})
 
 
 def setup(level: str = "info", stream: Any = None) -> None:

@@ -132,3 +132,20 @@ def test_at_debug_no_frame_text_of_uvicorn_or_websockets_is_written() -> None:
     written = stream.getvalue()
     assert "secret" not in written
     assert "command accepted" in written and "started" in written
+
+
+async def test_a_websocket_session_writes_one_access_line_and_no_open_or_closed_line(logged: Any) -> None:
+    """The "connection open" and "connection closed" that websockets writes (through uvicorn's logger)
+    name no game or peer; the access log's line per session (route, duration, peer) is the one line a
+    connection writes at info."""
+    async with httpx.AsyncClient(base_url=logged.url, timeout=10) as http:
+        game = (await http.post("/games", json={"players": ["Ada"]})).json()
+    before = len(log_lines(logged.logs()))
+    for _ in range(3):
+        async with await GameClient.connect(logged.url, game["game_id"], reconnect=False) as spectator:
+            assert spectator.welcome["type"] == "welcome"
+    lines = log_lines(logged.logs())[before:]
+    sessions = [line for line in lines if line["msg"] == "websocket session"]
+    assert len(sessions) == 3
+    assert all(line["route"] == "/games/{game_id}/ws" and line["peer"] for line in sessions)
+    assert not [line for line in lines if line["msg"] in ("connection open", "connection closed")]
