@@ -71,7 +71,7 @@ from server.store.redis._scripts import (
 
 Client = Redis | RedisCluster
 # A stream reply as redis-py parses it (responses are never decoded: envelopes stay bytes).
-_Entries = list[tuple[bytes, dict[bytes, bytes]]]
+_Entries = list[tuple[bytes, list[bytes]]]
 
 COMMAND_TIMEOUT = 2.0
 BLOCK_MS = 5_000
@@ -157,7 +157,23 @@ def _version_of(entry_id: bytes) -> int:
 
 
 def _records(entries: _Entries) -> list[Record]:
-    return [Record(_version_of(entry_id), fields[FIELD]) for entry_id, fields in entries]
+    return [Record(_version_of(entry_id), _data_of(fields)) for entry_id, fields in entries]
+
+
+def _data_of(fields: list[bytes]) -> bytes:
+    """The envelope of a stream entry's flat field list (the scripts write it as the only field)."""
+    if fields[0] == FIELD:
+        return fields[1]
+    return dict(zip(fields[::2], fields[1::2], strict=True))[FIELD]
+
+
+def _as_sent(response: Any, **kwargs: Any) -> Any:
+    return response
+
+
+# The stream reads whose replies the store's clients leave as Redis sent them: entries as [id, [field,
+# value]] lists, not turned into a dict per entry by redis-py (most of the CPU of reading a long history).
+RAW_READS = ("XRANGE", "XREVRANGE", "XREAD")
 
 
 class RedisEventStore:
@@ -244,7 +260,8 @@ class RedisEventStore:
 
     @property
     def client(self) -> Client:
-        """The command client (for diagnostics and tests)."""
+        """The command client (for diagnostics and tests); its XRANGE, XREVRANGE and XREAD replies come as
+        Redis sent them (RAW_READS)."""
         return self._client
 
     async def create(
@@ -586,8 +603,8 @@ class RedisEventStore:
         found: list[Listed] = []
         for game_id, listing, top in zip(ids, listings, tops, strict=True):
             if top and listing is not None:  # a stream gone (archived meanwhile): not listed
-                entry_id, fields = top[0]
-                found.append(Listed(game_id.decode(), listing, Record(_version_of(entry_id), fields[FIELD])))
+                newest = _records(top)[0]
+                found.append(Listed(game_id.decode(), listing, newest))
         return found
 
     async def public_ids(self, limit: int, *, live: bool = False) -> list[str]:
@@ -713,9 +730,9 @@ class RedisEventStore:
 
 
 def _entries_of(reply: Any) -> _Entries:
-    # RESP2 gives [[key, entries]]; RESP3 gives {key: [entries]}.
+    # As sent (RAW_READS): RESP2 gives [[key, entries]]; RESP3 gives {key: entries}.
     if isinstance(reply, dict):
-        return cast(_Entries, next(iter(reply.values()))[0])
+        return cast(_Entries, next(iter(reply.values())))
     return cast(_Entries, reply[0][1])
 
 
@@ -731,15 +748,20 @@ def _connect(
         "socket_connect_timeout": connect_timeout,
         "retry": Retry(ExponentialBackoff(cap=0.1, base=0.01), 1),
     }
+    client: Client
     if cluster:
         # A Cluster node's pool has no waiting form: it is sized generously instead.
-        return RedisCluster.from_url(url, max_connections=max(max_connections, 1_000), **options)
-    if wait:
+        client = RedisCluster.from_url(url, max_connections=max(max_connections, 1_000), **options)
+    elif wait:
         pool = BlockingConnectionPool.from_url(
             url, max_connections=max_connections, timeout=connect_timeout, **options
         )
-        return Redis.from_pool(pool)
-    return Redis.from_url(url, max_connections=max_connections, **options)
+        client = Redis.from_pool(pool)
+    else:
+        client = Redis.from_url(url, max_connections=max_connections, **options)
+    for command in RAW_READS:
+        client.set_response_callback(command, _as_sent)
+    return client
 
 
 async def _is_cluster(url: str, timeout: float) -> bool:
