@@ -1,4 +1,4 @@
-"""The composition root: `create_app(settings, store=None)` wires the store, service, hub and routes.
+"""The composition root: `create_app(settings, store=None)` wires the store, the games, presence and routes.
 
 The event store is opened (and an embedded redis-server started, when no Redis URL is configured) in the
 app's lifespan, not around uvicorn's run call: uvicorn re-raises SIGTERM after its own shutdown, so code
