@@ -276,7 +276,8 @@ async def _late_reads(base: str, game_id: str, version: int, stop: float, every:
     async with httpx.AsyncClient(base_url=base, timeout=60) as http:
         turn = 0
         next_at = time.time()
-        while next_at < stop:
+        # Both bounds: with `every` 0 the schedule never moves, and no read starts past the end.
+        while next_at < stop and time.time() < stop:
             await asyncio.sleep(max(0.0, next_at - time.time()))
             next_at += every
             started = time.perf_counter()
@@ -530,6 +531,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cold-events", type=int, default=30, help="events of each cold game")
 
 
+# The workload docs/performance.md reports (and `python -m bench plot` draws): its runs write load.json.
+_DOCUMENTED = {"tables": 12, "placements": 120, "duration": 20.0, "rounds": 3, "interference": True}
+
+
+def result_name(args: argparse.Namespace) -> str:
+    """ "load" for the documented workload (or --quick); for another, a name of its own that says how it
+    differs (load_placements3.json), so that trying a variant never replaces the figures the plot draws."""
+    if args.quick:
+        return "load"
+    changed = [(key, getattr(args, key)) for key, value in _DOCUMENTED.items() if getattr(args, key) != value]
+    if not changed:
+        return "load"
+    return "load_" + "_".join(
+        f"{key}{value:g}" if isinstance(value, float) else f"{key}{value}" for key, value in changed
+    )
+
+
 def main(args: argparse.Namespace, argv: list[str]) -> int:
     raise_nofile()
     if args.quick:
@@ -567,7 +585,7 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         "summary": summary,
         "rounds": rounds,
     }
-    path = write_result("load", payload, argv)
+    path = write_result(result_name(args), payload, argv)
     r = summary["ratios"]
     line = (
         f"load: ours/minimal throughput {r['throughput']:.2f}x, p99 {r['p99']:.2f}x, "

@@ -5,16 +5,18 @@ No timing assertions: the machines are shared and noisy; the figures are measure
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bench import plot
+from bench import load, plot
 from server.ops.embedded_redis import find_redis_server
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -129,3 +131,28 @@ def test_load_quick_reports_both_servers_every_round_and_the_interference(tmp_pa
         assert _positive(summary["ratios"][key]), key
     assert _positive(summary["interference"]["p99_ratio"])
     assert set(summary["goals_met"]) == {"throughput", "p99", "cpu_per_command", "interference"}
+
+
+def _load_args(*argv: str) -> Any:
+    parser = __import__("argparse").ArgumentParser()
+    load.add_arguments(parser)
+    return parser.parse_args(list(argv))
+
+
+def test_only_the_documented_workload_writes_the_result_the_plot_draws() -> None:
+    assert load.result_name(_load_args()) == "load"
+    assert load.result_name(_load_args("--quick")) == "load"
+    assert load.result_name(_load_args("--placements", "3")) == "load_placements3"
+    assert (
+        load.result_name(_load_args("--no-interference", "--rounds", "2", "--duration", "10"))
+        == "load_duration10_rounds2_interferenceFalse"
+    )
+    assert load.result_name(_load_args("--duration", "2.5")) == "load_duration2.5"
+
+
+async def test_late_reads_back_to_back_stop_at_the_end() -> None:
+    """`--late-every 0` reads back to back and still ends: against no server, every read fails at once
+    (counted, then a tenth of a second's pause) until the end comes."""
+    started = time.time()
+    done = await asyncio.wait_for(load._late_reads("http://127.0.0.1:9", "g", 10, started + 0.5, 0.0), 10)
+    assert done["errors"] >= 1 and done["reads"] == {"websocket": 0, "http": 0}
