@@ -71,6 +71,10 @@ class JsonFormatter(logging.Formatter):
             return _encode({k: repr(v) for k, v in line.items()}).decode()
 
 
+# What the websockets library writes through uvicorn's logger for every connection.
+_CONNECTION_LINES = frozenset({"connection open", "connection closed"})
+
+
 class WithoutTargets(logging.Filter):
     """Drops uvicorn's lines that quote a request's target (its access lines, its websocket handshake
     lines): the path of a request may name no route, and its query may hold anything. The access log of
@@ -85,10 +89,8 @@ class WithoutTargets(logging.Filter):
             return False
         if record.name != "uvicorn.error":
             return True
-        return record.msg not in _CONNECTION_LINES and '"WebSocket %s"' not in str(record.msg)
-
-
-_CONNECTION_LINES = frozenset({"connection open", "connection closed"})
+        text = str(record.msg)  # a message may be any object, even one that cannot be hashed
+        return text not in _CONNECTION_LINES and '"WebSocket %s"' not in text
 
 
 def setup(level: str = "info", stream: Any = None) -> None:

@@ -12,7 +12,7 @@ import pytest
 from support.e2e import PERF, STRINGS, assert_clean_logs, log_lines, next_answer
 
 from orchestra_client import ConnectionRefused, GameClient
-from server.ops.logs import setup
+from server.ops.logs import WithoutTargets, setup
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -149,3 +149,18 @@ async def test_a_websocket_session_writes_one_access_line_and_no_open_or_closed_
     assert len(sessions) == 3
     assert all(line["route"] == "/games/{game_id}/ws" and line["peer"] for line in sessions)
     assert not [line for line in lines if line["msg"] in ("connection open", "connection closed")]
+
+
+def test_uvicorns_lines_are_filtered_whatever_object_their_message_is() -> None:
+    """A message that is no string (a dict: unhashable) is written, not a TypeError in the logging call."""
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.addFilter(WithoutTargets())
+    logger = logging.getLogger("uvicorn.error")
+    logger.addHandler(handler)
+    try:
+        logger.error({"state": "odd"})
+        logger.info("connection open")
+    finally:
+        logger.removeHandler(handler)
+    assert stream.getvalue() == "{'state': 'odd'}\n"

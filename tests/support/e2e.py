@@ -26,7 +26,7 @@ def expect_accepted(answer: dict[str, Any]) -> dict[str, Any]:
 
 
 async def end_game(url: str, game_id: str, token: str) -> None:
-    """End a game as its seat 0 (`token`), on a connection of its own."""
+    """End a game as the seat whose `token` is given, on a connection of its own."""
     async with await GameClient.connect(url, game_id, token, reconnect=False) as player:
         expect_accepted(await player.end_game())
 
