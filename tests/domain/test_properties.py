@@ -369,11 +369,11 @@ FEW = settings(max_examples=80, deadline=None)
 
 
 # Properties ------------------------------------------------------------------------------------------
+# Each is a check of one played game; the tests at the end run them in three groups, every check of a
+# group on the same 80 games. Drawing and playing a game costs far more than any check of it.
 
 
-@FEW
-@given(GAMES)
-def test_the_domain_decides_every_command_as_the_plain_oracle_does(played: Played) -> None:
+def the_domain_decides_every_command_as_the_plain_oracle_does(played: Played) -> None:
     for step in played.steps:
         expected = step.expected
         if expected.code is not None:
@@ -394,9 +394,7 @@ def test_the_domain_decides_every_command_as_the_plain_oracle_does(played: Playe
             assert event.consolation == expected.gains
 
 
-@FEW
-@given(GAMES)
-def test_the_final_scores_match_the_oracle_and_rank_by_prestige(played: Played) -> None:
+def the_final_scores_match_the_oracle_and_rank_by_prestige(played: Played) -> None:
     final = domain.scores(played.final)
     assert [(s.seat, s.chairs, s.prestige, s.resources) for s in final] == played.oracle.final_scores()
     ranks = domain.ranking(final)
@@ -410,9 +408,7 @@ def test_the_final_scores_match_the_oracle_and_rank_by_prestige(played: Played) 
         assert ended[0].scores == final
 
 
-@FEW
-@given(GAMES)
-def test_the_board_after_every_command_is_the_oracles(played: Played) -> None:
+def the_board_after_every_command_is_the_oracles(played: Played) -> None:
     for step in played.steps:
         assert Oracle.board_of(step.after) == step.oracle_after, step.command
 
@@ -421,9 +417,7 @@ def taken_back(step: Step) -> bool:
     return any(isinstance(event, PlacementTakenBack) for event in step.events)
 
 
-@FEW
-@given(GAMES)
-def test_an_instrument_in_a_chair_never_leaves_unless_its_placement_is_taken_back(played: Played) -> None:
+def an_instrument_in_a_chair_never_leaves_unless_its_placement_is_taken_back(played: Played) -> None:
     for step in played.steps:
         if taken_back(step):
             continue
@@ -432,9 +426,7 @@ def test_an_instrument_in_a_chair_never_leaves_unless_its_placement_is_taken_bac
                 assert step.after.spaces[space_id].chair == held.chair
 
 
-@FEW
-@given(GAMES)
-def test_every_standard_space_has_at_most_one_chair_holder(played: Played) -> None:
+def every_standard_space_has_at_most_one_chair_holder(played: Played) -> None:
     for step in played.steps:
         chairs = [c for score in domain.scores(step.after) for c in score.chairs if SPACES[c].eras]
         assert len(chairs) == len(set(chairs))
@@ -446,9 +438,7 @@ def test_every_standard_space_has_at_most_one_chair_holder(played: Played) -> No
                 assert held.below == ()
 
 
-@FEW
-@given(GAMES)
-def test_a_steal_by_majority_happens_only_with_a_strict_majority(played: Played) -> None:
+def a_steal_by_majority_happens_only_with_a_strict_majority(played: Played) -> None:
     for step in played.steps:
         for event in step.events:
             if isinstance(event, ChairStolen) and event.reason == "majority":
@@ -462,9 +452,7 @@ def test_a_steal_by_majority_happens_only_with_a_strict_majority(played: Played)
                 assert held.chair.seat != event.seat
 
 
-@FEW
-@given(GAMES)
-def test_tokens_never_leave_the_orchestra_nor_change_space_unless_taken_back(played: Played) -> None:
+def tokens_never_leave_the_orchestra_nor_change_space_unless_taken_back(played: Played) -> None:
     for step in played.steps:
         if taken_back(step):
             continue
@@ -477,9 +465,7 @@ def test_tokens_never_leave_the_orchestra_nor_change_space_unless_taken_back(pla
             assert sum(after_tokens.values()) == sum(before_tokens.values()) + len(placed_here)
 
 
-@FEW
-@given(GAMES)
-def test_resources_only_grow_unless_a_placement_is_taken_back(played: Played) -> None:
+def resources_only_grow_unless_a_placement_is_taken_back(played: Played) -> None:
     for step in played.steps:
         if taken_back(step):
             continue
@@ -488,16 +474,12 @@ def test_resources_only_grow_unless_a_placement_is_taken_back(played: Played) ->
             assert all(amount > 0 for amount in after.values())
 
 
-@FEW
-@given(GAMES)
-def test_folding_the_events_again_gives_the_same_state(played: Played) -> None:
+def folding_the_events_again_gives_the_same_state(played: Played) -> None:
     assert functools.reduce(evolve, played.events, domain.Game()) == played.final
     assert played.final.version == len(played.events)
 
 
-@FEW
-@given(GAMES, st.data())
-def test_the_one_pass_fold_equals_evolving_event_by_event_from_any_start(
+def the_one_pass_fold_equals_evolving_event_by_event_from_any_start(
     played: Played, data: st.DataObject
 ) -> None:
     """`fold` is the replay fast path; it must never drift from `evolve`."""
@@ -507,9 +489,7 @@ def test_the_one_pass_fold_equals_evolving_event_by_event_from_any_start(
     assert domain.fold(played.events[split:], start) == played.final
 
 
-@FEW
-@given(GAMES)
-def test_the_incremental_view_equals_the_rendered_and_the_projected_view(played: Played) -> None:
+def the_incremental_view_equals_the_rendered_and_the_projected_view(played: Played) -> None:
     board = Board()
     for event in played.events:
         board = apply(board, event)
@@ -519,11 +499,7 @@ def test_the_incremental_view_equals_the_rendered_and_the_projected_view(played:
     assert board.view == project(played.events).view
 
 
-@FEW
-@given(GAMES, st.data())
-def test_between_any_two_versions_every_space_changes_only_at_its_end(
-    played: Played, data: st.DataObject
-) -> None:
+def between_any_two_versions_every_space_changes_only_at_its_end(played: Played, data: st.DataObject) -> None:
     """What makes a view delta exact: each space's list cut where the addition starts, and its tokens
     appended, give the later view's space; without a take-back between them, nothing is cut."""
     at = sorted(data.draw(st.lists(st.integers(1, len(played.events)), min_size=2, max_size=2)))
@@ -544,9 +520,7 @@ def test_between_any_two_versions_every_space_changes_only_at_its_end(
             assert list(before.chairs[: addition.chairs_from]) + list(addition.chairs) == list(space.chairs)
 
 
-@FEW
-@given(GAMES)
-def test_view_at_n_is_the_view_after_n_events(played: Played) -> None:
+def view_at_n_is_the_view_after_n_events(played: Played) -> None:
     board = Board()
     assert view_at(played.events, 0) == board.view
     for number, event in enumerate(played.events, start=1):
@@ -554,9 +528,7 @@ def test_view_at_n_is_the_view_after_n_events(played: Played) -> None:
         assert view_at(played.events, number) == board.view
 
 
-@FEW
-@given(GAMES)
-def test_every_event_and_command_survives_a_json_round_trip(played: Played) -> None:
+def every_event_and_command_survives_a_json_round_trip(played: Played) -> None:
     for event in played.events:
         assert msgspec.json.decode(msgspec.json.encode(event), type=domain.Event) == event
     for command in played.commands:
@@ -565,9 +537,7 @@ def test_every_event_and_command_survives_a_json_round_trip(played: Played) -> N
     assert log == played.events
 
 
-@FEW
-@given(GAMES)
-def test_a_placement_then_its_take_back_is_the_game_without_the_placement(played: Played) -> None:
+def a_placement_then_its_take_back_is_the_game_without_the_placement(played: Played) -> None:
     """Whatever the game, any accepted placement taken back at once leaves the same state, view and
     scores as if it had never been made: the oracle's board before it, the domain's view before it."""
     for step in played.steps:
@@ -590,3 +560,36 @@ def test_a_placement_then_its_take_back_is_the_game_without_the_placement(played
         board = apply(Board(step.after, render(step.after)), event)
         assert board.view == render(after)
         assert domain.fold([*step.events, event], step.before) == after
+
+
+# The tests -------------------------------------------------------------------------------------------
+
+
+@FEW
+@given(GAMES)
+def test_the_domain_agrees_with_the_plain_oracle(played: Played) -> None:
+    the_domain_decides_every_command_as_the_plain_oracle_does(played)
+    the_final_scores_match_the_oracle_and_rank_by_prestige(played)
+    the_board_after_every_command_is_the_oracles(played)
+    a_placement_then_its_take_back_is_the_game_without_the_placement(played)
+
+
+@FEW
+@given(GAMES)
+def test_every_step_keeps_the_rules_invariants(played: Played) -> None:
+    an_instrument_in_a_chair_never_leaves_unless_its_placement_is_taken_back(played)
+    every_standard_space_has_at_most_one_chair_holder(played)
+    a_steal_by_majority_happens_only_with_a_strict_majority(played)
+    tokens_never_leave_the_orchestra_nor_change_space_unless_taken_back(played)
+    resources_only_grow_unless_a_placement_is_taken_back(played)
+
+
+@FEW
+@given(GAMES, st.data())
+def test_every_fold_view_and_encoding_of_a_game_agrees(played: Played, data: st.DataObject) -> None:
+    folding_the_events_again_gives_the_same_state(played)
+    the_one_pass_fold_equals_evolving_event_by_event_from_any_start(played, data)
+    the_incremental_view_equals_the_rendered_and_the_projected_view(played)
+    between_any_two_versions_every_space_changes_only_at_its_end(played, data)
+    view_at_n_is_the_view_after_n_events(played)
+    every_event_and_command_survives_a_json_round_trip(played)
