@@ -7,8 +7,9 @@ turn of the loop (a round carries
 one command, as in open loop at moderate load). The baseline, in the same run: what the minimal pipeline
 does per command besides its Redis call and its sockets (decode the command, build and encode one
 envelope and its `events` frame, hand it to 8 writers). Process time per command, the best of
-`--rounds` rounds; `--callgrind` also counts ours' instructions per command under valgrind (two runs,
-with and without the measured commands: deterministic, whatever else the machine is doing). Also the
+`--rounds` rounds; `--callgrind` also counts ours' instructions per command under valgrind
+(deterministic, whatever else the machine is doing): the child runs uninstrumented through its start and
+warm-up, and `callgrind_control` turns counting on for the measured commands only. Also the
 Python cost of sending one 18.5 KB text frame through ASGI (uvicorn's send), the kernel's write left out,
 and of signing one envelope line (the Ed25519 signature every command's envelope gets).
 
@@ -26,6 +27,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -85,7 +87,11 @@ async def _nothing(*_: object) -> None:
     return None
 
 
-async def _ours(events: int, commands: int, rounds: int) -> tuple[list[float], int]:
+async def _ours(
+    events: int, commands: int, rounds: int, pause: Callable[[str], None] | None = None
+) -> tuple[list[float], int]:
+    """Process time per command of each round; `pause` is called with "ready" before the measured
+    rounds and with "done" after them."""
     service = Games(MemoryEventStore(), max_placements=10_000_000, max_live_games=1_000_000)
     written, send = _sender()
     games = [(await service.create(["A", "B", "C"])).game_id for _ in range(GAMES)]
@@ -107,7 +113,11 @@ async def _ours(events: int, commands: int, rounds: int) -> tuple[list[float], i
         return (time.process_time() - started) / max(1, count) * 1e6
 
     await run(GAMES * events)
+    if pause is not None:
+        pause("ready")
     times = [await run(commands) for _ in range(rounds)]
+    if pause is not None:
+        pause("done")
     return times, written[0]
 
 
@@ -194,24 +204,43 @@ def signature_us(count: int = 2_000) -> float:
 
 
 def instructions_per_command(events: int, commands: int) -> int | None:
-    valgrind = shutil.which("valgrind")
-    if valgrind is None:
+    """Instructions per command of ours under callgrind, counted over the measured commands alone; None
+    without valgrind."""
+    valgrind, control = shutil.which("valgrind"), shutil.which("callgrind_control")
+    if valgrind is None or control is None:
         return None
+    child = [sys.executable, "-m", "bench.pipeline", "--child", str(events), str(commands)]
+    process = subprocess.Popen(
+        [valgrind, "--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file=/dev/null", *child],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    said, told = process.stdout, process.stdin
+    assert said is not None and told is not None
 
-    def collected(count: int) -> int:
-        child = [sys.executable, "-m", "bench.pipeline", "--child", str(events), str(count)]
-        done = subprocess.run(
-            [valgrind, "--tool=callgrind", "--callgrind-out-file=/dev/null", *child],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        found = re.search(r"Collected : (\d+)", done.stderr)
-        if found is None:
-            raise RuntimeError(f"no instruction count from callgrind: {done.stderr[-500:]}")
-        return int(found.group(1))
+    def step(expected: str, instrument: str) -> None:
+        line = said.readline().strip()
+        if line != expected:
+            raise RuntimeError(f"the callgrind child said {line!r}, not {expected!r}")
+        subprocess.run([control, "--instr=" + instrument, str(process.pid)], capture_output=True, check=True)
+        told.write("go\n")
+        told.flush()
 
-    return (collected(commands) - collected(0)) // commands
+    try:
+        step("ready", "on")
+        step("done", "off")
+        _, errors = process.communicate(timeout=600)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    if process.returncode != 0:
+        raise RuntimeError(f"the callgrind child failed: {errors[-500:]}")
+    found = re.search(r"Collected : (\d+)", errors)
+    if found is None:
+        raise RuntimeError(f"no instruction count from callgrind: {errors[-500:]}")
+    return int(found.group(1)) // commands
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -259,7 +288,12 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
 def _child(events: int, commands: int) -> None:
     import uvloop
 
-    uvloop.run(_ours(events, commands, 1 if commands else 0))
+    def pause(word: str) -> None:
+        # Says where it is and waits while the parent turns counting on or off.
+        print(word, flush=True)
+        sys.stdin.readline()
+
+    uvloop.run(_ours(events, commands, 1, pause))
 
 
 if __name__ == "__main__":

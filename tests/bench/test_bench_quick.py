@@ -21,29 +21,29 @@ import pytest
 from server.ops.embedded_redis import find_redis_server
 
 ROOT = Path(__file__).resolve().parents[2]
-# The pipeline first: with valgrind it also counts instructions under callgrind, the longest of them.
+# The longest first, so that the last to end is a short one (slowloris and wall mostly wait: for the
+# attacker's connections and deadlines, for the wall's ticks). With valgrind, the pipeline also counts
+# instructions under callgrind.
 NAMES = [
-    "pipeline",
-    # Mostly waiting (for its attacker's connections, its probes, their deadlines): early, beside the
-    # longest.
-    "slowloris",
-    "throughput",
-    "latency",
-    "fanout",
-    "replay",
     "memory",
-    "scaling",
-    "store",
-    "writer",
-    "restart",
-    "gamelist",
-    "archive",
     "wall",
+    "latency",
+    "slowloris",
+    "pipeline",
+    "scaling",
+    "restart",
+    "writer",
+    "gamelist",
+    "throughput",
+    "archive",
+    "fanout",
+    "store",
+    "replay",
 ]
 EXTRA_ARGS = {"pipeline": ["--callgrind"]} if shutil.which("valgrind") else {}
 PARALLEL = 3
-# A bound against a hang, not a speed test: on a loaded 2-core machine the pipeline's two runs under
-# callgrind alone take minutes.
+# A bound against a hang, not a speed test: on a loaded 2-core machine, running three at a time beside
+# the rest of the suite, they take minutes.
 TIMEOUT = 420.0
 
 
@@ -207,7 +207,9 @@ def test_pipeline_counts_instructions_per_command_under_callgrind(results: dict[
     if "pipeline" not in EXTRA_ARGS:
         pytest.skip("valgrind is not installed (Debian: apt-get install valgrind)")
     counted = results["pipeline"]["summary"]["ours_instructions_per_command"]
-    assert isinstance(counted, int) and counted > 10_000  # a command is tens of thousands of instructions
+    # A command is hundreds of thousands of instructions; the interpreter's start and the warm-up, which
+    # are not counted, are over a billion: a hundred commands counted with them would pass 10 million each.
+    assert isinstance(counted, int) and 10_000 < counted < 5_000_000
 
 
 def test_writer(results: dict[str, dict[str, Any]]) -> None:
