@@ -64,7 +64,8 @@ async def archive(
     game from the store. With `signer` (the servers' key, when this machine has it), the file ends with a
     signed trailer stating its last version and carrying the game's credential hashes. `allow_unsigned`:
     accept envelopes recorded before signing. `failpoint` (tests): "archive_exit_before_delete" ends the
-    process once the file is in place, before the delete.
+    process once the file is in place, before the delete; "archive_slowly" waits half a second there (a
+    bulk run that a test can interrupt mid-way, however slow the test's own process is).
 
     Raises: ArchiveError (unknown or unfinished game, a file that does not verify), StoreUnavailable.
     """
@@ -132,6 +133,8 @@ async def _export_and_delete(
         await asyncio.to_thread(_write_verified, path, data, check)
     if failpoint == "archive_exit_before_delete":
         os._exit(3)  # a run killed between the file and the delete, for the resume tests
+    if failpoint == "archive_slowly":
+        await asyncio.sleep(0.5)
     # The fence stops every later append; deleting only at the archived version, atomically, makes sure.
     try:
         await store.delete(game_id, len(records))

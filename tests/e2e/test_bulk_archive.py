@@ -184,10 +184,13 @@ async def test_a_bulk_archive_stopped_by_ctrl_c_resumes_without_losing_or_doubli
     folder = tmp_path / "archive"
 
     def interrupted_run(presses: int) -> tuple[int, str, list[str]]:
+        # Half a second a game before its delete: the run lasts seconds, so the presses land mid-run even
+        # when this thread gets no core for a while (at full speed, a loaded machine once saw the run end
+        # first, and the press land after the run had stopped listening for it).
         process = subprocess.Popen(
             command("archive", "--all-ended", "--out-dir", str(folder), *deployment.options),
             cwd=ROOT,
-            env=child_env(),
+            env=child_env(failpoint="archive_slowly"),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
