@@ -220,22 +220,23 @@ def instructions_per_command(events: int, commands: int) -> int | None:
     said, told = process.stdout, process.stdin
     assert said is not None and told is not None
 
-    def step(expected: str, instrument: str) -> None:
-        line = said.readline().strip()
-        if line != expected:
-            raise RuntimeError(f"the callgrind child said {line!r}, not {expected!r}")
+    def step(expected: str, instrument: str) -> bool:
+        if said.readline().strip() != expected:
+            return False  # the child failed: what it wrote says why
         subprocess.run([control, "--instr=" + instrument, str(process.pid)], capture_output=True, check=True)
         told.write("go\n")
         told.flush()
+        return True
 
     try:
-        step("ready", "on")
-        step("done", "off")
+        stepped = step("ready", "on") and step("done", "off")
+        if not stepped:
+            process.kill()
         _, errors = process.communicate(timeout=600)
     finally:
         if process.poll() is None:
             process.kill()
-    if process.returncode != 0:
+    if not stepped or process.returncode != 0:
         raise RuntimeError(f"the callgrind child failed: {errors[-500:]}")
     found = re.search(r"Collected : (\d+)", errors)
     if found is None:
