@@ -531,8 +531,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cold-events", type=int, default=30, help="events of each cold game")
 
 
-# The workload docs/performance.md reports (and `python -m bench plot` draws): its runs write load.json.
-_DOCUMENTED = {"tables": 12, "placements": 120, "duration": 20.0, "rounds": 3, "interference": True}
+# What the workload docs/performance.md reports (and `python -m bench plot` draws) is made of: its runs,
+# with these at their defaults, write load.json.
+_DOCUMENTED = ("tables", "placements", "duration", "rounds", "interference")
 
 
 def result_name(args: argparse.Namespace) -> str:
@@ -540,7 +541,11 @@ def result_name(args: argparse.Namespace) -> str:
     differs (load_placements3.json), so that trying a variant never replaces the figures the plot draws."""
     if args.quick:
         return "load"
-    changed = [(key, getattr(args, key)) for key, value in _DOCUMENTED.items() if getattr(args, key) != value]
+    defaults = argparse.ArgumentParser()
+    add_arguments(defaults)
+    changed = [
+        (key, getattr(args, key)) for key in _DOCUMENTED if getattr(args, key) != defaults.get_default(key)
+    ]
     if not changed:
         return "load"
     return "load_" + "_".join(

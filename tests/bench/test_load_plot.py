@@ -5,6 +5,7 @@ No timing assertions: the machines are shared and noisy; the figures are measure
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
@@ -133,8 +134,8 @@ def test_load_quick_reports_both_servers_every_round_and_the_interference(tmp_pa
     assert set(summary["goals_met"]) == {"throughput", "p99", "cpu_per_command", "interference"}
 
 
-def _load_args(*argv: str) -> Any:
-    parser = __import__("argparse").ArgumentParser()
+def _load_args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
     load.add_arguments(parser)
     return parser.parse_args(list(argv))
 
