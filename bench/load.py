@@ -17,7 +17,11 @@ turn, one read every `--late-every` seconds), while `--cold-games` games the ser
 (played before it starts, through a server process of their own on the same Redis) are loaded by
 GET /games/{id}, spread over the run.
 
+With `--signing-baseline`, the minimal pipeline signs every envelope as ours does: what ours costs
+beyond it is everything but the signature.
+
     python -m bench load [--rounds 3] [--duration 20] [--tables 12] [--late-every 1] [--no-interference]
+                         [--signing-baseline]
     python -m bench load --quick
 """
 
@@ -29,6 +33,7 @@ import gc
 import multiprocessing as mp
 import statistics
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, cast
 
@@ -425,10 +430,11 @@ def one_run(
     config: TableConfig,
     seeded: dict[str, Any] | None = None,
     env: dict[str, str] | None = None,
+    args: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """Start server `kind` on `redis` (with `env` added), run the tables (with interference when
-    `seeded`), stop it."""
-    with ServerProcess(kind, redis.url, env=env) as server:
+    """Start server `kind` on `redis` (with `env` added to its environment and `args` to its command
+    line), run the tables (with interference when `seeded`), stop it."""
+    with ServerProcess(kind, redis.url, env=env, args=args) as server:
         run_config = TableConfig(**{**asdict(config), "url": server.url, "server_pid": server.pid})
         run_config.redis_pid = redis.pid
         child = queue = None
@@ -529,11 +535,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--cold-games", type=int, default=500, help="games loaded cold during each run")
     parser.add_argument("--cold-events", type=int, default=30, help="events of each cold game")
+    parser.add_argument(
+        "--signing-baseline",
+        action="store_true",
+        help="the minimal pipeline signs every envelope as ours does (bench.minimal --sign)",
+    )
 
 
 # What the workload docs/performance.md reports (and `python -m bench plot` draws) is made of: its runs,
 # with these at their defaults, write load.json.
-_DOCUMENTED = ("tables", "placements", "duration", "rounds", "interference")
+_DOCUMENTED = ("tables", "placements", "duration", "rounds", "interference", "signing_baseline")
 
 
 def result_name(args: argparse.Namespace) -> str:
@@ -551,6 +562,11 @@ def result_name(args: argparse.Namespace) -> str:
     return "load_" + "_".join(
         f"{key}{value:g}" if isinstance(value, float) else f"{key}{value}" for key, value in changed
     )
+
+
+def server_args(kind: str, args: argparse.Namespace) -> list[str]:
+    """The command-line options a run's server gets: the minimal one signs with --signing-baseline."""
+    return ["--sign"] if kind == "minimal" and args.signing_baseline else []
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
@@ -578,13 +594,18 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
             for label, interference in runs:
                 kind = "minimal" if label == "minimal" else "ours"
                 config.tag = f"r{index}{label[0]}"
-                row[label] = one_run(kind, redis, config, interference)
+                row[label] = one_run(kind, redis, config, interference, args=server_args(kind, args))
                 say(f"round {index + 1} " + brief(label, row[label]))
             rounds.append(row)
     summary = summarise(rounds)
     payload = {
         "quick": args.quick,
-        "config": {**asdict(config), "rounds": args.rounds, "interference": args.interference},
+        "config": {
+            **asdict(config),
+            "rounds": args.rounds,
+            "interference": args.interference,
+            "signing_baseline": args.signing_baseline,
+        },
         "seeded": {k: v for k, v in (seeded or {}).items() if k != "cold_games"}
         | {"cold_games": args.cold_games},
         "summary": summary,
@@ -592,8 +613,9 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     }
     path = write_result(result_name(args), payload, argv)
     r = summary["ratios"]
+    baseline = "minimal (signing)" if args.signing_baseline else "minimal"
     line = (
-        f"load: ours/minimal throughput {r['throughput']:.2f}x, p99 {r['p99']:.2f}x, "
+        f"load: ours/{baseline} throughput {r['throughput']:.2f}x, p99 {r['p99']:.2f}x, "
         f"CPU per command {r['cpu_per_command']:.2f}x"
     )
     if "interference" in summary:

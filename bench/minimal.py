@@ -12,7 +12,11 @@ as `{"seat": ..., "token": ...}` in its space's list (our view's chairs and belo
 same entries), kept encoded space by space so a command re-encodes only the space it touched. No rules
 decide where a token lands: it is the bytes that such a frame costs the stack, and nothing else.
 
-    python -m bench.minimal serve --port 0 --redis-url redis://127.0.0.1:PORT [--views]
+With `--sign`, every envelope is signed as ours are (an Ed25519 signature by server.engine.signing's
+`Signer`, in the same line format, with a key made at start): the baseline for what the rest of our
+server costs once the signature, which the minimal pipeline otherwise lacks, is set aside.
+
+    python -m bench.minimal serve --port 0 --redis-url redis://127.0.0.1:PORT [--views] [--sign]
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from server.compat.redis import use_hiredis_packing
+from server.engine.signing import ENVELOPE, Signer
 from server.ops.runner import run as run_on_servers_loop
 from server.ops.runner import started_url
 from server.store.redis._scripts import APPEND, commands_key, events_key
@@ -70,6 +75,13 @@ class Envelope(msgspec.Struct):
     command_id: str | None
     seat: int | None
     event: Event | None
+
+
+class SignedEnvelope(Envelope):
+    """An envelope as ours are signed: the key's id, then the signature (null until signed)."""
+
+    key: str = ""
+    sig: None = None
 
 
 class Accepted(msgspec.Struct, tag_field="type", tag="accepted"):
@@ -134,15 +146,26 @@ class Game:
 
 
 class State:
-    def __init__(self, redis_url: str, views: bool) -> None:
+    def __init__(self, redis_url: str, views: bool, signer: Signer | None) -> None:
         self.views = views
+        self.signer = signer
         self.redis = use_hiredis_packing(Redis.from_url(redis_url))
         self.append = self.redis.register_script(APPEND)
         self.games: dict[str, Game] = {}
 
+    def line(
+        self, game_id: str, version: int, command_id: str | None, seat: int | None, event: Event | None
+    ) -> bytes:
+        """An envelope's stored bytes: signed as ours when there is a signer."""
+        signer, at = self.signer, time.time()
+        if signer is None:
+            return encode(Envelope(game_id, version, at, command_id, seat, event))
+        signed = SignedEnvelope(game_id, version, at, command_id, seat, event, key=signer.key_id)
+        return signer.sign(ENVELOPE, encode(signed))
 
-def create_app(redis_url: str, views: bool = False) -> Starlette:
-    state = State(redis_url, views)
+
+def create_app(redis_url: str, views: bool = False, sign: bool = False) -> Starlette:
+    state = State(redis_url, views, Signer.generate() if sign else None)
     counter = itertools.count(1)
 
     @contextlib.asynccontextmanager
@@ -156,8 +179,8 @@ def create_app(redis_url: str, views: bool = False) -> Starlette:
         body = decode_body(await request.body())
         players = list(body.get("players", []))
         game_id = f"m-{uuid.uuid4().hex[:12]}-{next(counter)}"
-        first = Envelope(game_id, 1, time.time(), "create", None, None)
-        await state.redis.xadd(events_key(game_id), {"e": encode(first)}, id="0-1")
+        first = state.line(game_id, 1, "create", None, None)
+        await state.redis.xadd(events_key(game_id), {"e": first}, id="0-1")
         state.games[game_id] = Game(1)
         seats = [{"seat": i, "name": name, "token": f"seat-{i}"} for i, name in enumerate(players)]
         return Response(
@@ -195,16 +218,8 @@ def create_app(redis_url: str, views: bool = False) -> Starlette:
             return
         async with game.lock:
             expected = game.version
-            data = encode(
-                Envelope(
-                    game_id,
-                    expected + 1,
-                    time.time(),
-                    frame.id,
-                    seat,
-                    Event("ChairClaimed", seat, frame.space, frame.token),
-                )
-            )
+            event = Event("ChairClaimed", seat, frame.space, frame.token)
+            data = state.line(game_id, expected + 1, frame.id, seat, event)
             first, last, _ = await state.append(
                 keys=[events_key(game_id), commands_key(game_id)], args=[expected, f"{seat}:{frame.id}", data]
             )
@@ -236,6 +251,7 @@ def serve(
     loop: str = "same",
     views: bool = False,
     compression: bool = False,
+    sign: bool = False,
 ) -> None:
     """Serve until SIGTERM; `loop` "same" (the event loop `orchestra serve` runs: uvloop) or "asyncio".
 
@@ -244,7 +260,7 @@ def serve(
     plain).
     """
     config = uvicorn.Config(
-        create_app(redis_url, views),
+        create_app(redis_url, views, sign),
         host=host,
         port=port,
         ws="websockets-sansio",
@@ -284,8 +300,10 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--loop", choices=["same", "asyncio"], default="same")
     run.add_argument("--views", action="store_true", help="a view as large as ours in every events frame")
     run.add_argument("--compression", action="store_true", help="accept permessage-deflate")
+    run.add_argument("--sign", action="store_true", help="sign every envelope as ours are")
     args = parser.parse_args(argv)
-    serve(args.port, args.redis_url, loop=args.loop, views=args.views, compression=args.compression)
+    options = {"views": args.views, "compression": args.compression, "sign": args.sign}
+    serve(args.port, args.redis_url, loop=args.loop, **options)
     return 0
 
 

@@ -149,6 +149,7 @@ def test_only_the_documented_workload_writes_the_result_the_plot_draws() -> None
         == "load_duration10_rounds2_interferenceFalse"
     )
     assert load.result_name(_load_args("--duration", "2.5")) == "load_duration2.5"
+    assert load.result_name(_load_args("--signing-baseline")) == "load_signing_baselineTrue"
 
 
 async def test_late_reads_back_to_back_stop_at_the_end() -> None:
