@@ -75,13 +75,17 @@ class TableConfig:
     tag: str = "r0"
 
 
+# A game's first placements, whose latency is reported apart: they meet the work of starting games.
+EARLY_PLACEMENTS = 10
+
+
 class Pending:
-    """A command in flight: when it was sent, by which seat, and who has it so far."""
+    """A command in flight: when it was sent, by which seat, its place in its game, and who has it so far."""
 
-    __slots__ = ("sent", "seat", "accepted", "others", "future")
+    __slots__ = ("sent", "seat", "index", "accepted", "others", "future")
 
-    def __init__(self, sent: float, seat: int, future: asyncio.Future[bool]) -> None:
-        self.sent, self.seat, self.future = sent, seat, future
+    def __init__(self, sent: float, seat: int, index: int, future: asyncio.Future[bool]) -> None:
+        self.sent, self.seat, self.index, self.future = sent, seat, index, future
         self.accepted = False
         self.others = 0
 
@@ -95,6 +99,8 @@ class Tables:
         self.others = config.players + config.spectators - 1
         self.pending: dict[str, Pending] = {}
         self.complete: list[float] = []
+        self.early: list[float] = []  # of the first EARLY_PLACEMENTS placements of each game
+        self.later: list[float] = []
         self.ack: list[float] = []
         self.accepted = 0
         self.sent = 0
@@ -109,7 +115,9 @@ class Tables:
 
     def _done(self, cid: str, item: Pending, now: float) -> None:
         if item.accepted and item.others >= self.others:
-            self.complete.append(now - item.sent)
+            latency = now - item.sent
+            self.complete.append(latency)
+            (self.early if item.index < EARLY_PLACEMENTS else self.later).append(latency)
             self.last_done = now
             del self.pending[cid]
 
@@ -184,7 +192,7 @@ class Tables:
                 seat = index % config.players
                 cid = f"{config.tag}t{table}g{number}n{index}"
                 body = self.bodies[(index * 7 + seat) % len(self.bodies)]
-                item = Pending(clock(), seat, loop.create_future())
+                item = Pending(clock(), seat, index, loop.create_future())
                 self.pending[cid] = item
                 self.sent += 1
                 await players[seat].send(f'{{"type":"place","id":"{cid}",{body}}}')
@@ -242,6 +250,8 @@ class Tables:
             "elapsed_s": elapsed,
             "commands_per_s": accepted / elapsed if elapsed else 0.0,
             "all_clients_ms": percentiles(self.complete),
+            "first_placements_ms": percentiles(self.early),
+            "later_placements_ms": percentiles(self.later),
             "ack_ms": percentiles(self.ack),
             "game_setup_ms": percentiles(self.game_setup),
             "server_cpu": server_cpu,
@@ -467,7 +477,9 @@ def brief(label: str, result: dict[str, Any]) -> str:
     core = result["server_cpu"].get("core_share", 0)
     return (
         f"{label}: {result['commands_per_s']:.0f} cmd/s, "
-        f"all clients p50/p99 {lat['p50']:.2f}/{lat['p99']:.2f} ms, "
+        f"all clients p50/p99 {lat['p50']:.2f}/{lat['p99']:.2f} ms "
+        f"(p50 of a game's first {EARLY_PLACEMENTS} placements {result['first_placements_ms']['p50']:.2f}, "
+        f"of the later ones {result['later_placements_ms']['p50']:.2f}), "
         f"server {result['cpu_us_per_command']:.0f} us/cmd ({core:.2f} core), "
         f"generator {result['generator']['core_share']:.2f} core, games {result['games_started']}, "
         f"rejected {result['rejected']}, errors {result['errors']}, incomplete {result['incomplete']}"
@@ -479,6 +491,8 @@ def _medians(runs: list[dict[str, Any]]) -> dict[str, float]:
         "commands_per_s": statistics.median(r["commands_per_s"] for r in runs),
         "p50_ms": statistics.median(r["all_clients_ms"]["p50"] for r in runs),
         "p99_ms": statistics.median(r["all_clients_ms"]["p99"] for r in runs),
+        "first_placements_p50_ms": statistics.median(r["first_placements_ms"]["p50"] for r in runs),
+        "later_placements_p50_ms": statistics.median(r["later_placements_ms"]["p50"] for r in runs),
         "cpu_us_per_command": statistics.median(r["cpu_us_per_command"] for r in runs),
         "generator_core_share": statistics.median(r["generator"]["core_share"] for r in runs),
     }

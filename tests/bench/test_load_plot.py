@@ -120,6 +120,10 @@ def test_load_quick_reports_both_servers_every_round_and_the_interference(tmp_pa
             assert run["server_kind"] == ("minimal" if label == "minimal" else "ours")
             assert _positive(run["commands_per_s"]), label
             assert _positive(run["all_clients_ms"]["p99"]), label
+            # Every completed command counts in one of the two parts, by its place in its game.
+            parts = run["first_placements_ms"]["count"] + run["later_placements_ms"]["count"]
+            assert parts == run["all_clients_ms"]["count"] > 0, label
+            assert _positive(run["first_placements_ms"]["p50"]), label
             assert _positive(run["cpu_us_per_command"]), label
             assert _positive(run["generator"]["cpu_seconds"]), label
             assert run["games_started"] >= result["config"]["tables"]
