@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_every_abuse_is_limited_or_closed_and_the_probe_is_still_served(tmp_path: Path) -> None:
     out = tmp_path / "abuse.json"
-    command = [sys.executable, "-m", "bench.abuse", "--seconds", "4", "--hello-timeout", "1.5"]
+    command = [sys.executable, "-m", "bench.abuse", "--seconds", "6", "--hello-timeout", "1.5"]
     command += ["--queue-limit", "50", "--silent", "40", "--slow-readers", "4", "--out", str(out)]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=150, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
