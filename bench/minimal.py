@@ -302,8 +302,14 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--compression", action="store_true", help="accept permessage-deflate")
     run.add_argument("--sign", action="store_true", help="sign every envelope as ours are")
     args = parser.parse_args(argv)
-    options = {"views": args.views, "compression": args.compression, "sign": args.sign}
-    serve(args.port, args.redis_url, loop=args.loop, **options)
+    serve(
+        args.port,
+        args.redis_url,
+        loop=args.loop,
+        views=args.views,
+        compression=args.compression,
+        sign=args.sign,
+    )
     return 0
 
 

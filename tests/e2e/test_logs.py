@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import io
 import json
 import logging
-import time
 from typing import Any
 
 import httpx
 import pytest
-from support.e2e import PERF, STRINGS, assert_clean_logs, log_lines, next_answer
+from support.e2e import PERF, STRINGS, assert_clean_logs, eventually, log_lines, next_answer
 
 from orchestra_client import ConnectionRefused, GameClient
 from server.ops.logs import WithoutTargets, setup
@@ -146,17 +144,16 @@ async def test_a_websocket_session_writes_one_access_line_and_no_open_or_closed_
     for _ in range(3):
         async with await GameClient.connect(logged.url, game["game_id"], reconnect=False) as spectator:
             assert spectator.welcome["type"] == "welcome"
-    # A session's line is written as the server ends it, which may come just after the client has closed.
-    deadline = time.monotonic() + 10
-    while True:
+
+    async def written() -> None:
         lines = log_lines(logged.logs())[before:]
         sessions = [line for line in lines if line["msg"] == "websocket session"]
-        if len(sessions) >= 3 or time.monotonic() > deadline:
-            break
-        await asyncio.sleep(0.05)
-    assert len(sessions) == 3
-    assert all(line["route"] == "/games/{game_id}/ws" and line["peer"] for line in sessions)
-    assert not [line for line in lines if line["msg"] in ("connection open", "connection closed")]
+        assert len(sessions) == 3
+        assert all(line["route"] == "/games/{game_id}/ws" and line["peer"] for line in sessions)
+        assert not [line for line in lines if line["msg"] in ("connection open", "connection closed")]
+
+    # A session's line is written as the server ends it, which may come just after the client has closed.
+    await eventually(written, timeout=10)
 
 
 def test_uvicorns_lines_are_filtered_whatever_object_their_message_is() -> None:

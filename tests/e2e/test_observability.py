@@ -15,7 +15,7 @@ import msgspec
 import pytest
 import websockets
 from prometheus_client.parser import text_string_to_metric_families
-from support.e2e import PERF, STRINGS, log_lines, new_game, next_answer
+from support.e2e import PERF, STRINGS, eventually, log_lines, new_game, next_answer
 from support.redis import RedisProcess
 
 from domain import legal_spaces
@@ -44,19 +44,6 @@ async def scrape(url: str) -> Samples:
 
 def value(samples: Samples, name: str, **labels: str) -> float:
     return samples.get((name, tuple(sorted(labels.items()))), 0.0)
-
-
-async def eventually(check: Callable[[], Any], timeout: float = 5.0) -> None:
-    """Retry an async check (an assertion) until it passes or `timeout` runs out."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        try:
-            await check()
-            return
-        except AssertionError:
-            if asyncio.get_running_loop().time() > deadline:
-                raise
-            await asyncio.sleep(0.05)
 
 
 async def test_metrics_count_commands_by_outcome_latency_connections_by_role_and_the_tail_lag(

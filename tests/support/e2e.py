@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from typing import Any
 
 from orchestra_client import GameClient, create_game
@@ -11,6 +12,19 @@ from orchestra_client import GameClient, create_game
 PERF = {"kind": "performance", "era": "classical"}
 STRINGS = {"kind": "repair", "family": "strings"}
 REJECTION_KEYS = {"type", "id", "code", "message", "version"}
+
+
+async def eventually(check: Callable[[], Any], timeout: float = 5.0) -> None:
+    """Retry an async check (an assertion) until it passes or `timeout` runs out."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        try:
+            await check()
+            return
+        except AssertionError:
+            if asyncio.get_running_loop().time() > deadline:
+                raise
+            await asyncio.sleep(0.05)
 
 
 async def new_game(url: str, players: list[str], **options: str) -> tuple[str, list[str]]:
