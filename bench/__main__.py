@@ -11,6 +11,7 @@
     python -m bench profile [--quick]         py-spy on our server under the throughput load
     python -m bench pipeline [--quick]        the command path's CPU without sockets
     python -m bench writer [--quick]          the table workload with and without the direct frame writer
+    python -m bench signing [--quick]         the minimal pipeline plain, with padded, with signed envelopes
     python -m bench restart [--quick]         2,000 hellos at once; 2,000 clients back after a SIGTERM restart
     python -m bench slowloris [--quick]       10,000 stalled requests from one address; /healthz from another
     python -m bench gamelist [--quick]        GET /games with 5,000 private games vs none
@@ -41,6 +42,7 @@ BENCHMARKS = {
     "profile": "bench.profile",
     "pipeline": "bench.pipeline",
     "writer": "bench.writer",
+    "signing": "bench.signing",
     "restart": "bench.restart",
     "slowloris": "bench.slowloris",
     "gamelist": "bench.gamelist",

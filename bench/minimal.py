@@ -14,9 +14,11 @@ decide where a token lands: it is the bytes that such a frame costs the stack, a
 
 With `--sign`, every envelope is signed as ours are (an Ed25519 signature by server.engine.signing's
 `Signer`, in the same line format, with a key made at start): the baseline for what the rest of our
-server costs once the signature, which the minimal pipeline otherwise lacks, is set aside.
+server costs once the signature, which the minimal pipeline otherwise lacks, is set aside. With `--pad`,
+envelopes are as long as signed ones (a key id, and a placeholder as long as a signature where one goes)
+but none is signed: the control that tells what a signature costs in CPU from what its bytes cost.
 
-    python -m bench.minimal serve --port 0 --redis-url redis://127.0.0.1:PORT [--views] [--sign]
+    python -m bench.minimal serve --port 0 --redis-url redis://127.0.0.1:PORT [--views] [--sign | --pad]
 """
 
 from __future__ import annotations
@@ -75,6 +77,13 @@ class Envelope(msgspec.Struct):
     command_id: str | None
     seat: int | None
     event: Event | None
+
+
+# What --pad puts where a key id and a signature go: their lengths (16 hex digits; an Ed25519
+# signature, 64 bytes, in base64), not their work.
+PAD_KEY = "0" * 16
+PAD_SIG = b'"' + b"A" * 86 + b'=="}'
+_NULL_SIG = b"null}"
 
 
 class SignedEnvelope(Envelope):
@@ -146,9 +155,10 @@ class Game:
 
 
 class State:
-    def __init__(self, redis_url: str, views: bool, signer: Signer | None) -> None:
+    def __init__(self, redis_url: str, views: bool, signer: Signer | None, pad: bool = False) -> None:
         self.views = views
         self.signer = signer
+        self.pad = pad
         self.redis = use_hiredis_packing(Redis.from_url(redis_url))
         self.append = self.redis.register_script(APPEND)
         self.games: dict[str, Game] = {}
@@ -156,16 +166,19 @@ class State:
     def line(
         self, game_id: str, version: int, command_id: str | None, seat: int | None, event: Event | None
     ) -> bytes:
-        """An envelope's stored bytes: signed as ours when there is a signer."""
+        """An envelope's stored bytes: signed as ours when there is a signer, as long as that if padded."""
         signer, at = self.signer, time.time()
+        if self.pad:
+            unsigned = encode(SignedEnvelope(game_id, version, at, command_id, seat, event, key=PAD_KEY))
+            return unsigned[: -len(_NULL_SIG)] + PAD_SIG
         if signer is None:
             return encode(Envelope(game_id, version, at, command_id, seat, event))
         signed = SignedEnvelope(game_id, version, at, command_id, seat, event, key=signer.key_id)
         return signer.sign(ENVELOPE, encode(signed))
 
 
-def create_app(redis_url: str, views: bool = False, sign: bool = False) -> Starlette:
-    state = State(redis_url, views, Signer.generate() if sign else None)
+def create_app(redis_url: str, views: bool = False, sign: bool = False, pad: bool = False) -> Starlette:
+    state = State(redis_url, views, Signer.generate() if sign else None, pad=pad)
     counter = itertools.count(1)
 
     @contextlib.asynccontextmanager
@@ -252,6 +265,7 @@ def serve(
     views: bool = False,
     compression: bool = False,
     sign: bool = False,
+    pad: bool = False,
 ) -> None:
     """Serve until SIGTERM; `loop` "same" (the event loop `orchestra serve` runs: uvloop) or "asyncio".
 
@@ -260,7 +274,7 @@ def serve(
     plain).
     """
     config = uvicorn.Config(
-        create_app(redis_url, views, sign),
+        create_app(redis_url, views, sign, pad),
         host=host,
         port=port,
         ws="websockets-sansio",
@@ -300,7 +314,9 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--loop", choices=["same", "asyncio"], default="same")
     run.add_argument("--views", action="store_true", help="a view as large as ours in every events frame")
     run.add_argument("--compression", action="store_true", help="accept permessage-deflate")
-    run.add_argument("--sign", action="store_true", help="sign every envelope as ours are")
+    how = run.add_mutually_exclusive_group()
+    how.add_argument("--sign", action="store_true", help="sign every envelope as ours are")
+    how.add_argument("--pad", action="store_true", help="envelopes as long as signed ones, none signed")
     args = parser.parse_args(argv)
     serve(
         args.port,
@@ -309,6 +325,7 @@ def main(argv: list[str] | None = None) -> int:
         views=args.views,
         compression=args.compression,
         sign=args.sign,
+        pad=args.pad,
     )
     return 0
 

@@ -33,6 +33,7 @@ NAMES = [
     "scaling",
     "restart",
     "writer",
+    "signing",
     "gamelist",
     "throughput",
     "archive",
@@ -223,6 +224,24 @@ def test_writer(results: dict[str, dict[str, Any]]) -> None:
     summary = result["summary"]
     assert all(_positive(summary[key]) for key in ("throughput", "cpu_per_command", "p99"))
     assert isinstance(summary["buys_more_than_10_percent"], bool)
+
+
+def test_signing(results: dict[str, dict[str, Any]]) -> None:
+    result = results["signing"]
+    _common(result, "signing")
+    (runs,) = result["sets"]
+    assert set(runs) == {"plain", "padded", "signed"}
+    for run in runs.values():
+        assert run["accepted"] > 0 and run["errors"] == {} and run["incomplete"] == 0
+        assert _positive(run["commands_per_s"]) and _positive(run["cpu_us_per_command"])
+    summary = result["summary"]
+    for mode in ("signed", "padded"):
+        against = summary[mode]
+        assert all(_positive(against[key]) for key in ("throughput", "cpu_per_command", "p99"))
+        # A difference of two noisy runs: of any sign, but the one these two runs measured.
+        added = runs[mode]["cpu_us_per_command"] - runs["plain"]["cpu_us_per_command"]
+        assert against["cpu_us_added_per_command"] == pytest.approx(added)
+    assert 1 < summary["signature_alone_us"] < 10_000
 
 
 def test_store(results: dict[str, dict[str, Any]]) -> None:

@@ -43,6 +43,19 @@ def test_without_a_signer_the_minimal_pipeline_stores_plain_envelopes() -> None:
     assert stored["version"] == 2
 
 
+def test_a_padded_line_is_as_long_as_a_signed_one_and_carries_no_signature() -> None:
+    signer = Signer.generate()
+    signed = minimal.State("redis://127.0.0.1:9", views=False, signer=signer).line("m-1", 2, "c-1", 1, EVENT)
+    padded = minimal.State("redis://127.0.0.1:9", views=False, signer=None, pad=True).line(
+        "m-1", 2, "c-1", 1, EVENT
+    )
+    # The same fields and the same time format: only the time's digits may differ in length.
+    assert abs(len(padded) - len(signed)) <= 3
+    stored = msgspec.json.decode(padded)
+    assert stored["key"] == minimal.PAD_KEY and len(stored["sig"]) == len(msgspec.json.decode(signed)["sig"])
+    assert Keyring.of(signer).check(ENVELOPE, padded, signer.key_id)[1] is not None
+
+
 def test_only_the_minimal_server_signs_and_only_with_the_signing_baseline() -> None:
     parser = argparse.ArgumentParser()
     load.add_arguments(parser)
