@@ -471,6 +471,48 @@ def one_run(
         return result
 
 
+# A way to run a server in `rotated_runs`: what its environment gets, and its command-line options.
+Mode = tuple[dict[str, str], list[str]]
+
+
+def add_rotation_arguments(parser: argparse.ArgumentParser, sets: str, sets_help: str) -> None:
+    """The options of a benchmark built on `rotated_runs`: `--<sets>` sets of runs, their length, tables."""
+    parser.add_argument("--quick", action="store_true", help=f"CI size: 1 of the {sets}, 2 s runs, 4 tables")
+    parser.add_argument(f"--{sets}", type=int, default=6, help=sets_help)
+    parser.add_argument("--duration", type=float, default=10.0, help="seconds of each run")
+    parser.add_argument("--tables", type=int, default=12)
+
+
+def rotation_config(args: argparse.Namespace, sets: str) -> TableConfig:
+    """The tables of a benchmark built on `rotated_runs` (made CI size with --quick)."""
+    raise_nofile()
+    if args.quick:
+        setattr(args, sets, 1)
+        args.duration, args.tables = 2.0, 4
+    return TableConfig(tables=args.tables, duration=args.duration)
+
+
+def rotated_runs(
+    kind: str, config: TableConfig, modes: dict[str, Mode], count: int, name: str
+) -> list[dict[str, Any]]:
+    """`count` sets of runs of server `kind` on the tables of `config`, one run per mode, on one Redis;
+    the order rotates from one set to the next (these machines drift: whichever runs last in every set
+    would otherwise be favoured). Each set maps a mode to its run's result."""
+    order = list(modes)
+    sets: list[dict[str, Any]] = []
+    with RedisServer() as redis:
+        for index in range(count):
+            runs: dict[str, Any] = {}
+            first = index % len(order)
+            for mode in order[first:] + order[:first]:
+                env, args = modes[mode]
+                config.tag = f"{name[0]}{index}{mode[0]}"
+                runs[mode] = one_run(kind, redis, config, env=env, args=args)
+                say(f"{name} {index + 1} " + brief(mode, runs[mode]))
+            sets.append(runs)
+    return sets
+
+
 def brief(label: str, result: dict[str, Any]) -> str:
     """One line of a run."""
     lat = result["all_clients_ms"]

@@ -19,35 +19,20 @@ import argparse
 import statistics
 from typing import Any
 
-from bench.common import RedisServer, raise_nofile, ratio, say, write_result
-from bench.load import TableConfig, brief, one_run
+from bench.common import ratio, write_result
+from bench.load import Mode, add_rotation_arguments, rotated_runs, rotation_config
 from bench.pipeline import signature_us
 
-MODES: dict[str, list[str]] = {"plain": [], "padded": ["--pad"], "signed": ["--sign"]}
+MODES: dict[str, Mode] = {"plain": ({}, []), "padded": ({}, ["--pad"]), "signed": ({}, ["--sign"])}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--quick", action="store_true", help="CI size: 1 set of 2 s runs, 4 tables")
-    parser.add_argument("--sets", type=int, default=6, help="sets of runs (plain, padded, signed; rotated)")
-    parser.add_argument("--duration", type=float, default=10.0, help="seconds of each run")
-    parser.add_argument("--tables", type=int, default=12)
+    add_rotation_arguments(parser, "sets", "sets of runs (plain, padded, signed; rotated)")
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
-    raise_nofile()
-    if args.quick:
-        args.sets, args.duration, args.tables = 1, 2.0, 4
-    config = TableConfig(tables=args.tables, duration=args.duration)
-    sets: list[dict[str, Any]] = []
-    modes = list(MODES)
-    with RedisServer() as redis:
-        for index in range(args.sets):
-            runs: dict[str, Any] = {}
-            for mode in modes[index % 3 :] + modes[: index % 3]:
-                config.tag = f"s{index}{mode[0]}"
-                runs[mode] = one_run("minimal", redis, config, args=MODES[mode])
-                say(f"set {index + 1} " + brief(mode, runs[mode]))
-            sets.append(runs)
+    config = rotation_config(args, "sets")
+    sets = rotated_runs("minimal", config, MODES, args.sets, "set")
 
     def against_plain(mode: str) -> dict[str, float]:
         def median_ratio(pick: Any) -> float:

@@ -16,34 +16,23 @@ import argparse
 import statistics
 from typing import Any
 
-from bench.common import RedisServer, raise_nofile, ratio, say, write_result
-from bench.load import TableConfig, brief, one_run
+from bench.common import ratio, write_result
+from bench.load import Mode, add_rotation_arguments, rotated_runs, rotation_config
 
-MODES = {"direct": {"ORCHESTRA_WS_SHARED_FRAMES": "true"}, "asgi": {"ORCHESTRA_WS_SHARED_FRAMES": "false"}}
+MODES: dict[str, Mode] = {
+    "direct": ({"ORCHESTRA_WS_SHARED_FRAMES": "true"}, []),
+    "asgi": ({"ORCHESTRA_WS_SHARED_FRAMES": "false"}, []),
+}
 GOAL = 0.10  # what the private path must buy to stay
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--quick", action="store_true", help="CI size: 1 pair of 2 s runs, 4 tables")
-    parser.add_argument("--pairs", type=int, default=6, help="pairs of runs (direct and ASGI, in turn first)")
-    parser.add_argument("--duration", type=float, default=10.0, help="seconds of each run")
-    parser.add_argument("--tables", type=int, default=12)
+    add_rotation_arguments(parser, "pairs", "pairs of runs (direct and ASGI, in turn first)")
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
-    raise_nofile()
-    if args.quick:
-        args.pairs, args.duration, args.tables = 1, 2.0, 4
-    config = TableConfig(tables=args.tables, duration=args.duration)
-    pairs: list[dict[str, Any]] = []
-    with RedisServer() as redis:
-        for index in range(args.pairs):
-            pair: dict[str, Any] = {}
-            for mode in MODES if index % 2 == 0 else reversed(MODES):
-                config.tag = f"w{index}{mode[0]}"
-                pair[mode] = one_run("ours", redis, config, env=MODES[mode])
-                say(f"pair {index + 1} " + brief(mode, pair[mode]))
-            pairs.append(pair)
+    config = rotation_config(args, "pairs")
+    pairs = rotated_runs("ours", config, MODES, args.pairs, "pair")
 
     def median_ratio(pick: Any) -> float:
         return statistics.median(ratio(pick(p["direct"]), pick(p["asgi"])) for p in pairs)
