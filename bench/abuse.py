@@ -11,8 +11,7 @@ then while these run at once:
 
 - silent: `--silent` connections that never say hello (closed 1008 after the hello timeout);
 - slow readers: spectators taking whole views with a tiny receive buffer that never read a busy game
-  (closed 1013 once their outgoing queue is full); their game is fed by players at just under the rate limit,
-  past the run's end if need be, until every reader is closed (30 s at most);
+  (closed 1013 once their outgoing queue is full); their game is fed by players at just under the rate limit;
 - oversized: frames over the frame limit (`too_large`) and far over it (closed 1009);
 - nested: frames nested thousands deep within the limit (`bad_request`);
 - command flood: players sending as fast as they can (`rate_limited` past the burst);
@@ -45,7 +44,7 @@ from websockets.exceptions import ConnectionClosed
 from bench.common import ROOT, RedisServer, ServerProcess, percentiles, raise_nofile, ratio
 from bench.soak import log_problems
 from domain import STANDARD
-from orchestra_client import ConnectionRefused, GameClient, create_game, get_presence
+from orchestra_client import ConnectionRefused, GameClient, create_game
 from orchestra_client.bots import random_placement
 
 # The protocol's default limits (bench.common's SERVER_ENV lifts some of them for the benchmarks).
@@ -56,8 +55,6 @@ ABUSE_ENV = {
     # Unlimited placements, so the slow readers' game outgrows an outgoing queue of the default size.
     "ORCHESTRA_MAX_PLACEMENTS": "1000000",
 }
-# Seconds the slow readers' game is fed past the run's end, at most, for the server to close them all.
-READERS_CLOSED_WITHIN = 30.0
 
 
 @dataclass
@@ -194,34 +191,19 @@ async def slow_readers(url: str, readers: int, stop: asyncio.Event, abuse: Abuse
     abuse.attempts += len(stuck)
     fed = Counter[str]()
 
-    fed_enough = asyncio.Event()
-
     async def feed(token: str, seed: int) -> None:
         rng = random.Random(seed)
         async with await GameClient.connect(url, game_id, token, view=False) as player:
-            while not fed_enough.is_set():
+            while not stop.is_set():
                 frame = random_placement(STANDARD, rng)
                 answer = await player.place(frame.pop("token"), frame.pop("space"), **frame)
                 fed[answer.get("code", "accepted")] += 1
                 await asyncio.sleep(0.024)  # ~40 per second per seat, under the 50 per second limit
 
-    async def until_closed() -> None:
-        # Fed past the run's end until the server has closed every reader (the game counts no spectator
-        # then), so that a loaded machine's slower game still outgrows their queues; bounded, so a reader
-        # that is never closed is reported, not waited on.
-        await stop.wait()
-        deadline = time.monotonic() + READERS_CLOSED_WITHIN
-        while time.monotonic() < deadline:
-            presence = await get_presence(url, game_id)
-            if presence["spectators"] == 0:
-                break
-            await asyncio.sleep(0.25)
-        fed_enough.set()
-
     # Two sessions per seat (the rate limit is per connection): the game grows fast, and so do its views.
     seats = created["seats"] * 2
     feeders = [asyncio.create_task(feed(seat["token"], i)) for i, seat in enumerate(seats)]
-    await until_closed()
+    await stop.wait()
     await asyncio.gather(*feeders, return_exceptions=True)
     codes = await asyncio.gather(*(asyncio.to_thread(_drain_close_code, raw, 10.0) for raw in stuck))
     abuse.closes.update(codes)
