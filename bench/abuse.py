@@ -54,6 +54,9 @@ ABUSE_ENV = {
     "ORCHESTRA_QUEUE_LIMIT": "1000",
     # Unlimited placements, so the slow readers' game outgrows an outgoing queue of the default size.
     "ORCHESTRA_MAX_PLACEMENTS": "1000000",
+    # The slow readers read only once the run is over, to find their close frame: the server must not
+    # have cut them off by then (tests/e2e/test_limits.py checks the cut).
+    "ORCHESTRA_SLOW_CLOSE_GRACE": "600",
 }
 
 

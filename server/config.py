@@ -43,6 +43,8 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     max_connections_per_game: int = 2000
     hello_timeout: float = 10.0
     queue_limit: int = 100
+    # Seconds a connection closed as too slow to read has to read up to its close frame; then it is cut.
+    slow_close_grace: float = 30.0
     max_placements: int = 1000
     command_timeout: float = 2.0
     # Two nodes racing for one game each win about half the races, so a command may lose several in a

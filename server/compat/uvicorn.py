@@ -19,6 +19,13 @@ paused by a full buffer and not compressing, and says whether it did; otherwise 
 through ASGI as usual, which waits, refuses or compresses as it must. Frames taken in one turn of the
 loop are written together when the turn ends (see `_Corks`), so a command's answer and its game's frame
 reach its sender in one system call, before anything the connection sends through ASGI afterwards.
+
+The scope also offers a direct close (`shared_closer(scope, grace)`), for a connection closed as too slow
+to read. uvicorn's ASGI close first waits until the transport takes more data, which a peer that never
+reads never allows: its close frame would never be written, and the session would last until uvicorn's
+keepalive failed it (1011) tens of seconds later, or never with pings off. The direct close writes the
+close frame behind what is already queued, hands the app its disconnect at once, and cuts the connection
+should the peer not answer the close within `grace` seconds.
 """
 
 from __future__ import annotations
@@ -38,7 +45,16 @@ WS_IMPLEMENTATION = "websockets-sansio"
 SHARED_TEXT = "orchestra.shared_text"
 # What SharedFrameProtocol reads of uvicorn's protocol from its start (the handshake's `response` and
 # `scope` are read as it completes: tests/compat's live connections cover them), and what it overrides.
-_RELIED_ON = ("conn", "writable", "close_sent", "disconnected", "transport")
+_RELIED_ON = (
+    "conn",
+    "writable",
+    "close_sent",
+    "disconnected",
+    "transport",
+    "queue",
+    "read_paused",
+    "close_timer",
+)
 _OVERRIDDEN = ("handle_connect", "send")
 
 
@@ -65,11 +81,24 @@ def missing_state(protocol: object) -> list[str]:
     ]
 
 
+def _offered(scope: Mapping[str, Any], name: str) -> Callable[..., bool] | None:
+    offered = scope.get("extensions", {}).get(SHARED_TEXT)
+    found = offered.get(name) if isinstance(offered, dict) else None
+    return found if callable(found) else None
+
+
 def shared_writer(scope: Mapping[str, Any]) -> Callable[[bytes], bool] | None:
     """The connection's direct writer of shared text frames, when the server offers one."""
-    offered = scope.get("extensions", {}).get(SHARED_TEXT)
-    write = offered.get("write") if isinstance(offered, dict) else None
-    return write if callable(write) else None
+    return _offered(scope, "write")
+
+
+def shared_closer(scope: Mapping[str, Any], grace: float) -> Callable[[int, str], bool] | None:
+    """The connection's direct close (`SharedFrameProtocol.close_now`, the peer given `grace` seconds to
+    answer), when the server offers one: it takes a code and a reason (at most 123 UTF-8 bytes)."""
+    close = _offered(scope, "close")
+    if close is None:
+        return None
+    return lambda code, reason: bool(close(code, reason, grace))
 
 
 _FIN_TEXT = 0x81  # FIN set, no reserved bits (no extension), opcode 1 (text)
@@ -155,7 +184,7 @@ class SharedFrameProtocol(WebSocketsSansIOProtocol):
     def handle_connect(self, event: Request) -> None:
         super().handle_connect(event)
         if self.response.status_code == 101:  # refused handshakes never reach the app
-            self.scope["extensions"][SHARED_TEXT] = {"write": self.write_text}
+            self.scope["extensions"][SHARED_TEXT] = {"write": self.write_text, "close": self.close_now}
 
     def write_text(self, data: bytes) -> bool:
         """Write UTF-8 text `data` as one frame (at the end of this turn of the loop, with any other
@@ -194,6 +223,27 @@ class SharedFrameProtocol(WebSocketsSansIOProtocol):
             self.transport.write(frames[0])
         else:
             self.transport.writelines(frames)
+
+    def close_now(self, code: int, reason: str, grace: float) -> bool:
+        """Close with `code` now, without waiting for the transport to take more: the close frame goes
+        behind what is queued, the app gets its disconnect, and the connection is cut unless the peer
+        answers the close within `grace` seconds. False (and nothing done) if it is not plainly open."""
+        conn = self.conn
+        closing = self.close_sent or self.disconnected or self.transport.is_closing()
+        if closing or conn.state is not State.OPEN:
+            return False
+        self.uncork()
+        conn.send_close(code, reason)
+        self.transport.write(b"".join(conn.data_to_send()))
+        # As uvicorn's own close does: from here on, its close handshake and connection_lost take over
+        # (the peer's answer cancels the timer and closes the transport).
+        self.close_sent = True
+        self.queue.put_nowait({"type": "websocket.disconnect", "code": code, "reason": reason})
+        if self.read_paused:  # the peer's answer to the close must be read
+            self.read_paused = False
+            self.transport.resume_reading()
+        self.close_timer = asyncio.get_running_loop().call_later(grace, self.transport.abort)
+        return True
 
     async def send(self, message: Any) -> None:
         # Through ASGI (a welcome, a refusal, a close): after what this connection has corked, in order.

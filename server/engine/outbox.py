@@ -4,7 +4,8 @@ Frames come encoded (UTF-8 JSON text), shared by every recipient. Whoever puts a
 connection's writer task, asleep while the queue is empty, wakes and sends everything queued, in order.
 While the writer sleeps, a frame goes straight to the socket instead when the server offers a direct
 write (`server.compat.uvicorn`) and the connection takes it. A client that falls `limit` frames behind is
-closed (1013) instead of holding anyone else up.
+closed (1013) instead of holding anyone else up: directly when the server offers a close that does not
+wait for the client to read (`server.compat.uvicorn`), else through ASGI.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ Send = Callable[[bytes], Awaitable[None]]
 Close = Callable[[int, str], Awaitable[None]]
 # Writes a frame at once, bypassing ASGI, when the connection allows it; False when it does not.
 Write = Callable[[bytes], bool]
+# Closes the connection at once with a code and reason, without waiting for the peer to read; False when
+# it cannot.
+CloseNow = Callable[[int, str], bool]
 
 TOO_SLOW = 1013
 
@@ -27,7 +31,18 @@ TOO_SLOW = 1013
 class Outbox:
     """One connection's bounded queue of frames and its writer."""
 
-    __slots__ = ("_send", "_close", "limit", "_on_drop", "_write", "_queue", "_task", "_wake", "closed")
+    __slots__ = (
+        "_send",
+        "_close",
+        "limit",
+        "_on_drop",
+        "_write",
+        "_close_now",
+        "_queue",
+        "_task",
+        "_wake",
+        "closed",
+    )
 
     def __init__(
         self,
@@ -36,10 +51,12 @@ class Outbox:
         limit: int,
         on_drop: Callable[[], None] | None = None,
         write: Write | None = None,
+        close_now: CloseNow | None = None,
     ) -> None:
         self._send, self._close, self.limit = send, close, limit
         self._on_drop = on_drop
         self._write = write
+        self._close_now = close_now
         self._queue: deque[bytes] = deque()
         self._task: asyncio.Task[None] | None = None
         self._wake: asyncio.Future[None] | None = None  # set while the writer sleeps on an empty queue
@@ -76,6 +93,8 @@ class Outbox:
         self._queue.clear()
         if self._task is not None:
             self._task.cancel()
+        if self._close_now is not None and self._close_now(code, reason):
+            return
         asyncio.get_running_loop().create_task(self._close_quietly(code, reason))
 
     async def stop(self) -> None:

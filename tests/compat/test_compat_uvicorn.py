@@ -1,5 +1,6 @@
-"""server.compat.uvicorn: the installed uvicorn has what the server relies on, and the shared-frame
-writer writes the bytes of RFC 6455's text frame, only while the connection is plainly open.
+"""server.compat.uvicorn: the installed uvicorn has what the server relies on, the shared-frame writer
+writes the bytes of RFC 6455's text frame, only while the connection is plainly open, and the direct
+close does not wait for the peer to read.
 
 The frame is checked against a deliberately plain reading of RFC 6455 section 5.2 (a server's frames are
 unmasked) and against the websockets library's own server protocol; the writer runs in a real uvicorn
@@ -56,7 +57,7 @@ def test_the_compatibility_check_names_what_is_missing() -> None:
     """The checker itself works: an object without the protocol's state is reported, attribute by
     attribute, with the installed version."""
     gaps = missing_state(object())
-    assert len(gaps) == 5 and all(installed("uvicorn") in gap for gap in gaps)
+    assert len(gaps) == 8 and all(installed("uvicorn") in gap for gap in gaps)
     assert any("'writable'" in gap for gap in gaps)
 
 
@@ -207,6 +208,8 @@ class _Wire:
     def __init__(self) -> None:
         self.calls: list[list[bytes]] = []
         self.closing = False
+        self.aborted = False
+        self.reading_resumed = False
 
     def write(self, data: bytes) -> None:
         self.calls.append([data])
@@ -216,6 +219,15 @@ class _Wire:
 
     def is_closing(self) -> bool:
         return self.closing
+
+    def abort(self) -> None:
+        self.aborted = self.closing = True
+
+    def close(self) -> None:
+        self.closing = True
+
+    def resume_reading(self) -> None:
+        self.reading_resumed = True
 
 
 async def _no_app(scope: Any, receive: Any, send: Any) -> None:
@@ -278,3 +290,68 @@ async def test_a_send_through_asgi_comes_after_the_frames_corked_before_it() -> 
         assert write(b"one") and write(b"two")
         await send({"type": "websocket.send", "text": "three"})
         assert [await asyncio.wait_for(ws.recv(), 5) for _ in range(3)] == ["one", "two", "three"]
+
+
+def _close_frame(code: int, reason: str) -> bytes:
+    payload = struct.pack("!H", code) + reason.encode()
+    return bytes([0x88, len(payload)]) + payload
+
+
+async def test_a_direct_close_goes_out_behind_the_corked_frames_and_ends_the_session_at_once() -> None:
+    protocol, wire = _open_protocol()
+    protocol.read_paused = True
+    assert protocol.write_text(b"pending")
+    assert protocol.close_now(1013, "too slow to read", 5.0)
+    # What was corked first, then the close frame, without waiting for the transport to take more.
+    assert wire.calls == [[framed(b"pending")], [_close_frame(1013, "too slow to read")]]
+    assert protocol.queue.get_nowait() == {
+        "type": "websocket.disconnect",
+        "code": 1013,
+        "reason": "too slow to read",
+    }
+    assert protocol.close_sent and wire.reading_resumed  # the client's answer to the close can be read
+    assert not protocol.close_now(1013, "again", 5.0)  # once only
+    assert not protocol.write_text(b"after")
+    assert not wire.aborted
+
+
+async def test_a_peer_that_never_answers_a_direct_close_is_cut_off_after_the_grace() -> None:
+    protocol, wire = _open_protocol()
+    assert protocol.close_now(1013, "too slow to read", 0.05)
+    await asyncio.sleep(0.01)
+    assert not wire.aborted
+    await asyncio.sleep(0.1)
+    assert wire.aborted
+
+
+async def test_a_connection_not_plainly_open_is_not_closed_directly() -> None:
+    protocol, wire = _open_protocol()
+    wire.closing = True
+    assert not protocol.close_now(1013, "too slow to read", 5.0)
+    assert wire.calls == [] and protocol.queue.empty()
+
+
+async def test_the_outbox_closes_directly_when_offered_and_through_asgi_otherwise() -> None:
+    closed: list[tuple[int, str]] = []
+    direct: list[tuple[int, str]] = []
+
+    async def send(data: bytes) -> None:
+        return None
+
+    async def close(code: int, reason: str) -> None:
+        closed.append((code, reason))
+
+    def close_now(code: int, reason: str) -> bool:
+        direct.append((code, reason))
+        return True
+
+    offered = Outbox(send, close, 1, close_now=close_now)
+    offered.put(b"a")
+    offered.put(b"b")  # past the limit
+    await asyncio.sleep(0)
+    assert direct == [(1013, "too slow to read")] and closed == []
+    refused = Outbox(send, close, 1, close_now=lambda code, reason: False)
+    refused.put(b"a")
+    refused.put(b"b")
+    await asyncio.sleep(0)
+    assert closed == [(1013, "too slow to read")]

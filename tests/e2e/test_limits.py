@@ -25,7 +25,7 @@ from support.e2e import (
 )
 from websockets.exceptions import ConnectionClosed
 
-from orchestra_client import ConnectionRefused, GameClient, get_events, get_view
+from orchestra_client import ConnectionRefused, GameClient, get_events, get_presence, get_view
 from orchestra_client import session as client_session
 from orchestra_client.bots import random_placement, read_layout
 from server.config import Settings
@@ -248,6 +248,65 @@ async def test_a_client_that_never_reads_is_closed_with_1013_while_others_keep_r
         await slow.close()
         await ada.close()
         await fast.close()
+    assert_clean_logs(server.logs())
+
+
+async def _drops(url: str) -> int:
+    async with httpx.AsyncClient(base_url=url) as http:
+        metrics = (await http.get("/metrics")).text
+    found = re.search(r"^orchestra_broadcast_drops_total (\S+)", metrics, re.MULTILINE)
+    return int(float(found.group(1))) if found else 0
+
+
+async def test_a_client_closed_as_too_slow_that_never_reads_again_is_let_go_and_then_cut_off(
+    start_module_server: Any,
+) -> None:
+    """Its close frame waits behind what it has not read. The session ends at once all the same (the
+    game stops counting it), and once ORCHESTRA_SLOW_CLOSE_GRACE has passed the connection is cut: the
+    client, reading again, finds no close frame. (Waiting for the client to take its close frame, the
+    session would last until uvicorn's keepalive gave up, 20 to 40 s later.)"""
+    grace = 1.0
+    server = start_module_server(
+        queue_limit=QUEUE_LIMIT,
+        rate_per_second=100_000,
+        rate_burst=100_000,
+        max_placements=100_000,
+        slow_close_grace=grace,
+    )
+    game_id, tokens = await new_game(server.url, ["Ada"])
+    ada = await GameClient.connect(server.url, game_id, tokens[0], reconnect=False)
+    parts = urlsplit(server.url)
+    raw = socket.socket()
+    raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    raw.connect((parts.hostname, parts.port))
+    slow = await websockets.connect(
+        ws_url(server.url, game_id), sock=raw, max_queue=1, compression=None, open_timeout=5
+    )
+    try:
+        await slow.send(json.dumps({"type": "hello", "token": None, "since": None, "view": "full"}))
+        assert json.loads(await asyncio.wait_for(slow.recv(), 5))["type"] == "welcome"
+        assert (await get_presence(server.url, game_id))["spectators"] == 1
+        slow.transport.pause_reading()
+        for n in range(2000):
+            expect_accepted(await ada.place(PERF, ("viola", "clarinet", "timpani")[n % 3]))
+            if n % 50 == 49 and await _drops(server.url) == 1:
+                break
+        assert await _drops(server.url) == 1
+        dropped = time.monotonic()
+        while (await get_presence(server.url, game_id))["spectators"] != 0:
+            assert time.monotonic() - dropped < 5, "the session outlived the drop"
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(grace + 1.0)
+        slow.transport.resume_reading()
+        with pytest.raises(ConnectionClosed) as closed:
+            while True:
+                await asyncio.wait_for(slow.recv(), 10)
+        assert closed.value.rcvd is None  # cut off: the close frame was still behind what it had not read
+        # The player is still served.
+        expect_accepted(await ada.place(PERF, "viola"))
+    finally:
+        await slow.close()
+        await ada.close()
     assert_clean_logs(server.logs())
 
 
