@@ -6,10 +6,8 @@ import asyncio
 import json
 import random
 import re
-import socket
 import time
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -22,6 +20,7 @@ from support.e2e import (
     expect_accepted,
     new_game,
     next_answer,
+    stalled_spectator,
 )
 from websockets.exceptions import ConnectionClosed
 
@@ -203,19 +202,8 @@ async def test_a_client_that_never_reads_is_closed_with_1013_while_others_keep_r
     game_id, tokens = await new_game(server.url, ["Ada"])
     ada = await GameClient.connect(server.url, game_id, tokens[0], reconnect=False)
     fast = await GameClient.connect(server.url, game_id, reconnect=False)
-    # The slow client: whole views, a tiny receive buffer, no compression (views compress very well); it stops
-    # reading right after its welcome.
-    parts = urlsplit(server.url)
-    raw = socket.socket()
-    raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    raw.connect((parts.hostname, parts.port))
-    slow = await websockets.connect(
-        ws_url(server.url, game_id), sock=raw, max_queue=1, compression=None, open_timeout=5
-    )
+    slow = await stalled_spectator(server.url, game_id)
     try:
-        await slow.send(json.dumps({"type": "hello", "token": None, "since": None, "view": "full"}))
-        assert json.loads(await asyncio.wait_for(slow.recv(), 5))["type"] == "welcome"
-        slow.transport.pause_reading()
         placements = 600
         for n in range(placements):
             answer = await ada.place(PERF, ("viola", "clarinet", "timpani")[n % 3])
@@ -275,18 +263,9 @@ async def test_a_client_closed_as_too_slow_that_never_reads_again_is_let_go_and_
     )
     game_id, tokens = await new_game(server.url, ["Ada"])
     ada = await GameClient.connect(server.url, game_id, tokens[0], reconnect=False)
-    parts = urlsplit(server.url)
-    raw = socket.socket()
-    raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    raw.connect((parts.hostname, parts.port))
-    slow = await websockets.connect(
-        ws_url(server.url, game_id), sock=raw, max_queue=1, compression=None, open_timeout=5
-    )
+    slow = await stalled_spectator(server.url, game_id)
     try:
-        await slow.send(json.dumps({"type": "hello", "token": None, "since": None, "view": "full"}))
-        assert json.loads(await asyncio.wait_for(slow.recv(), 5))["type"] == "welcome"
         assert (await get_presence(server.url, game_id))["spectators"] == 1
-        slow.transport.pause_reading()
         for n in range(2000):
             expect_accepted(await ada.place(PERF, ("viola", "clarinet", "timpani")[n % 3]))
             if n % 50 == 49 and await _drops(server.url) == 1:
@@ -362,18 +341,9 @@ async def test_at_the_default_queue_limit_a_stalled_reader_of_whole_views_is_clo
     game_id, tokens = await new_game(server.url, ["Ada", "Ben", "Cy", "Dan"])
     players = [await GameClient.connect(server.url, game_id, token, reconnect=False) for token in tokens]
     layout = await read_layout(server.url, game_id)
-    parts = urlsplit(server.url)
-    raw = socket.socket()
-    raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    raw.connect((parts.hostname, parts.port))
-    slow = await websockets.connect(
-        ws_url(server.url, game_id), sock=raw, max_queue=1, compression=None, open_timeout=5
-    )
+    slow = await stalled_spectator(server.url, game_id)
     rng = random.Random(19)
     try:
-        await slow.send(json.dumps({"type": "hello", "token": None, "view": "full"}))
-        assert json.loads(await asyncio.wait_for(slow.recv(), 5))["type"] == "welcome"
-        slow.transport.pause_reading()
         for number in range(Settings().max_placements):
             frame = {"type": "place", "id": f"p-{number}", **random_placement(layout, rng)}
             answer = await players[number % 4].send(frame)

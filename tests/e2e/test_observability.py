@@ -3,19 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import json
-import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 import msgspec
 import pytest
-import websockets
 from prometheus_client.parser import text_string_to_metric_families
-from support.e2e import PERF, STRINGS, eventually, log_lines, new_game, next_answer
+from support.e2e import PERF, STRINGS, eventually, log_lines, new_game, next_answer, stalled_spectator
 from support.redis import RedisProcess
 
 from domain import legal_spaces
@@ -120,19 +116,8 @@ async def test_a_spectator_that_never_reads_is_counted_as_a_broadcast_drop(
     async with asyncio.timeout(DEADLINE):
         game_id, tokens = await new_game(server.url, ["Ada"])
         ada = await GameClient.connect(server.url, game_id, tokens[0], reconnect=False)
-        # A tiny receive buffer, no compression, and no reading after the welcome.
-        parts = urlsplit(server.url)
-        raw = socket.socket()
-        raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        raw.connect((parts.hostname, parts.port))
-        url = server.url.replace("http://", "ws://") + f"/games/{game_id}/ws"
-        slow = await websockets.connect(
-            url, sock=raw, max_queue=1, compression=None, open_timeout=5, close_timeout=1
-        )
+        slow = await stalled_spectator(server.url, game_id, close_timeout=1)
         try:
-            await slow.send(json.dumps({"type": "hello", "token": None, "since": None, "view": "full"}))
-            assert json.loads(await asyncio.wait_for(slow.recv(), 5))["type"] == "welcome"
-            slow.transport.pause_reading()
             drops, placed = 0.0, 0
             while not drops and placed < 2000:  # 25 commands in flight at a time, then a look at /metrics
                 batch = [ada.place(PERF, ("viola", "clarinet", "timpani")[n % 3]) for n in range(25)]

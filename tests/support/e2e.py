@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
+
+import websockets
+from websockets.asyncio.client import ClientConnection
 
 from orchestra_client import GameClient, create_game
 
@@ -69,3 +74,25 @@ def assert_clean_logs(logs: str) -> None:
     assert "Traceback" not in logs
     errors = [line for line in log_lines(logs) if line.get("level") in ("error", "critical")]
     assert errors == []
+
+
+async def stalled_spectator(url: str, game_id: str, close_timeout: float = 10) -> ClientConnection:
+    """A spectator of whole views with a tiny receive buffer and no compression (views compress very well),
+    welcomed, that then stops reading: the server's frames pile up in the socket's buffers, then in its
+    queue. `transport.resume_reading()` reads again."""
+    parts = urlsplit(url)
+    raw = socket.socket()
+    raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    raw.connect((parts.hostname, parts.port))
+    ws_url = url.replace("http://", "ws://") + f"/games/{game_id}/ws"
+    slow = await websockets.connect(
+        ws_url, sock=raw, max_queue=1, compression=None, open_timeout=5, close_timeout=close_timeout
+    )
+    try:
+        await slow.send(json.dumps({"type": "hello", "token": None, "since": None, "view": "full"}))
+        assert json.loads(await asyncio.wait_for(slow.recv(), 5))["type"] == "welcome"
+    except BaseException:
+        await slow.close()
+        raise
+    slow.transport.pause_reading()
+    return slow
