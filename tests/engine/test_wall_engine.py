@@ -193,3 +193,32 @@ async def test_a_subscriber_joining_gets_what_the_others_hold_after_pending_chan
     assert (await early.next())["changed"][0]["version"] == 2
     assert first["games"][0]["version"] == 2 and first["games"][0]["chairs"]["viola"] == [0]
     await wall.close()
+
+
+async def test_a_subscriber_too_slow_to_read_is_closed_with_1013_and_the_others_keep_their_feed(
+    games: Games,
+) -> None:
+    game_id = (await games.create(["Ada", "Ben"])).game_id
+    wall = Wall(games, **FAST)
+    feed, _ = await join(wall)
+    closed: list[tuple[int, str]] = []
+
+    async def never_read(data: bytes) -> None:
+        await asyncio.Event().wait()
+
+    async def close(code: int, reason: str) -> None:
+        closed.append((code, reason))
+
+    # One frame in flight that never completes, then a queue of 2.
+    stuck = Outbox(never_read, close, limit=2)
+    stuck.start()
+    await wall.join(stuck)
+    tokens = [RepairToken("strings") for _ in range(4)]  # alive together: each command gets its own id
+    for number, token in enumerate(tokens):
+        await place(games, game_id, 1, "viola", token)
+        assert (await feed.next())["changed"][0]["version"] == 2 + number
+        await asyncio.sleep(0)  # the stuck writer takes its first frame
+    assert closed == [(1013, "too slow to read")]
+    await place(games, game_id, 0, "clarinet")
+    assert (await feed.next())["changed"][0]["version"] == 6
+    await wall.close()
