@@ -100,7 +100,7 @@ def shared_closer(scope: Mapping[str, Any], grace: float) -> Callable[[int, str]
     close = _offered(scope, "close")
     if close is None:
         return None
-    return lambda code, reason: bool(close(code, reason, grace))
+    return lambda code, reason: close(code, reason, grace)
 
 
 _FIN_TEXT = 0x81  # FIN set, no reserved bits (no extension), opcode 1 (text)

@@ -21,8 +21,8 @@ Send = Callable[[bytes], Awaitable[None]]
 Close = Callable[[int, str], Awaitable[None]]
 # Writes a frame at once, bypassing ASGI, when the connection allows it; False when it does not.
 Write = Callable[[bytes], bool]
-# Closes the connection at once with a code and reason, without waiting for the peer to read; False when
-# it cannot.
+# Closes the connection at once with a code and reason (at most 123 UTF-8 bytes, as `shut` gives),
+# without waiting for the peer to read; False when it cannot.
 CloseNow = Callable[[int, str], bool]
 
 TOO_SLOW = 1013

@@ -12,12 +12,11 @@ import logging
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from server.compat.uvicorn import shared_writer
+from server.compat.uvicorn import shared_closer, shared_writer
 from server.engine.outbox import Outbox
 from server.protocol.session import TOO_SLOW, close_reason
 from server.store import StoreError
 from server.web.context import Context
-from server.web.ws import direct_close
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +33,7 @@ async def wall_socket(websocket: WebSocket) -> None:
         ctx.settings.queue_limit,
         ctx.metrics.drops.inc,
         write=shared_writer(websocket.scope),
-        close_now=direct_close(websocket, ctx.settings.slow_close_grace),
+        close_now=shared_closer(websocket.scope, ctx.settings.slow_close_grace),
     )
     try:
         first = await ctx.wall.join(outbox)

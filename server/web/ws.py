@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
@@ -99,7 +98,7 @@ async def game_socket(websocket: WebSocket) -> None:
         settings.queue_limit,
         ctx.metrics.drops.inc,
         write=shared_writer(websocket.scope),
-        close_now=direct_close(websocket, settings.slow_close_grace),
+        close_now=shared_closer(websocket.scope, settings.slow_close_grace),
     )
     follower = Follower(outbox, session.view)
     game.follow(follower)
@@ -212,14 +211,6 @@ def _submit(
 
     game.submit(command, reply)
     return answered
-
-
-def direct_close(websocket: WebSocket, grace: float) -> Callable[[int, str], bool] | None:
-    """The connection's close that does not wait for the client to read, when the server offers one."""
-    close = shared_closer(websocket.scope, grace)
-    if close is None:
-        return None
-    return lambda code, reason: close(code, close_reason(reason))
 
 
 async def _close(websocket: WebSocket, code: int, reason: str) -> None:
