@@ -101,6 +101,7 @@ class Tables:
         self.complete: list[float] = []
         self.early: list[float] = []  # of the first EARLY_PLACEMENTS placements of each game
         self.later: list[float] = []
+        self.placed: list[tuple[float, int]] = []  # every complete command: its latency and its place
         self.ack: list[float] = []
         self.accepted = 0
         self.sent = 0
@@ -118,6 +119,7 @@ class Tables:
             latency = now - item.sent
             self.complete.append(latency)
             (self.early if item.index < EARLY_PLACEMENTS else self.later).append(latency)
+            self.placed.append((latency, item.index))
             self.last_done = now
             del self.pending[cid]
 
@@ -252,6 +254,7 @@ class Tables:
             "all_clients_ms": percentiles(self.complete),
             "first_placements_ms": percentiles(self.early),
             "later_placements_ms": percentiles(self.later),
+            "slowest_percent": slowest_percent(self.placed, self.config.placements),
             "ack_ms": percentiles(self.ack),
             "game_setup_ms": percentiles(self.game_setup),
             "server_cpu": server_cpu,
@@ -262,6 +265,22 @@ class Tables:
                 "core_share": generator_cpu / elapsed if elapsed else 0.0,
             },
         }
+
+
+def slowest_percent(placed: list[tuple[float, int]], placements: int) -> dict[str, float]:
+    """Where the slowest 1% of commands fall in their games: the shares in a game's first and in its
+    last EARLY_PLACEMENTS placements, and the share each span holds of all commands (what the slowest
+    would show if where a command falls in its game made no difference)."""
+    if not placed:
+        return {"in_first": 0.0, "in_last": 0.0, "span_share": 0.0}
+    ordered = sorted(placed, reverse=True)
+    slowest = ordered[: max(1, len(ordered) // 100)]
+    last_from = max(EARLY_PLACEMENTS, placements - EARLY_PLACEMENTS)
+    return {
+        "in_first": sum(1 for _, index in slowest if index < EARLY_PLACEMENTS) / len(slowest),
+        "in_last": sum(1 for _, index in slowest if index >= last_from) / len(slowest),
+        "span_share": min(1.0, EARLY_PLACEMENTS / placements),
+    }
 
 
 def run_tables(config: TableConfig) -> dict[str, Any]:
@@ -515,13 +534,15 @@ def rotated_runs(
 
 def brief(label: str, result: dict[str, Any]) -> str:
     """One line of a run."""
-    lat = result["all_clients_ms"]
+    lat, slow = result["all_clients_ms"], result["slowest_percent"]
     core = result["server_cpu"].get("core_share", 0)
     return (
         f"{label}: {result['commands_per_s']:.0f} cmd/s, "
         f"all clients p50/p99 {lat['p50']:.2f}/{lat['p99']:.2f} ms "
         f"(p50 of a game's first {EARLY_PLACEMENTS} placements {result['first_placements_ms']['p50']:.2f}, "
-        f"of the later ones {result['later_placements_ms']['p50']:.2f}), "
+        f"of the later ones {result['later_placements_ms']['p50']:.2f}; of the slowest 1%, "
+        f"{slow['in_first']:.0%} in a game's first {EARLY_PLACEMENTS} and {slow['in_last']:.0%} in its last "
+        f"{EARLY_PLACEMENTS}, spans of {slow['span_share']:.0%} of all), "
         f"server {result['cpu_us_per_command']:.0f} us/cmd ({core:.2f} core), "
         f"generator {result['generator']['core_share']:.2f} core, games {result['games_started']}, "
         f"rejected {result['rejected']}, errors {result['errors']}, incomplete {result['incomplete']}"
@@ -535,6 +556,8 @@ def _medians(runs: list[dict[str, Any]]) -> dict[str, float]:
         "p99_ms": statistics.median(r["all_clients_ms"]["p99"] for r in runs),
         "first_placements_p50_ms": statistics.median(r["first_placements_ms"]["p50"] for r in runs),
         "later_placements_p50_ms": statistics.median(r["later_placements_ms"]["p50"] for r in runs),
+        "slowest_in_first": statistics.median(r["slowest_percent"]["in_first"] for r in runs),
+        "slowest_in_last": statistics.median(r["slowest_percent"]["in_last"] for r in runs),
         "cpu_us_per_command": statistics.median(r["cpu_us_per_command"] for r in runs),
         "generator_core_share": statistics.median(r["generator"]["core_share"] for r in runs),
     }

@@ -124,6 +124,9 @@ def test_load_quick_reports_both_servers_every_round_and_the_interference(tmp_pa
             parts = run["first_placements_ms"]["count"] + run["later_placements_ms"]["count"]
             assert parts == run["all_clients_ms"]["count"] > 0, label
             assert _positive(run["first_placements_ms"]["p50"]), label
+            slow = run["slowest_percent"]
+            assert 0 <= slow["in_first"] <= 1 and 0 <= slow["in_last"] <= 1, label
+            assert slow["span_share"] == min(1.0, load.EARLY_PLACEMENTS / result["config"]["placements"])
             assert _positive(run["cpu_us_per_command"]), label
             assert _positive(run["generator"]["cpu_seconds"]), label
             assert run["games_started"] >= result["config"]["tables"]
@@ -142,6 +145,19 @@ def _load_args(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     load.add_arguments(parser)
     return parser.parse_args(list(argv))
+
+
+def test_slowest_percent_counts_where_the_slowest_hundredth_falls_in_its_game() -> None:
+    # 1,200 commands of 120-placement games, ten games' worth; the 12 slowest (1%) are placed by hand:
+    # 6 at a game's placement 0-9, 3 at 110-119, 3 in between.
+    placed = [(0.001, index % 120) for index in range(1188)]
+    placed += [(0.5, 2)] * 6 + [(0.5, 115)] * 3 + [(0.5, 60)] * 3
+    share = load.slowest_percent(placed, 120)
+    assert share == {"in_first": 0.5, "in_last": 0.25, "span_share": 10 / 120}
+    # A game shorter than two spans: its last span starts where its first ends, so none is counted twice.
+    short = load.slowest_percent([(0.2, 3), (0.1, 12), (0.3, 14)] + [(0.0, 0)] * 97, 15)
+    assert short == {"in_first": 0.0, "in_last": 1.0, "span_share": 10 / 15}
+    assert load.slowest_percent([], 120)["in_first"] == 0.0
 
 
 def test_only_the_documented_workload_writes_the_result_the_plot_draws() -> None:
