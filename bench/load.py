@@ -98,9 +98,6 @@ class Tables:
         self.bodies = placements()
         self.others = config.players + config.spectators - 1
         self.pending: dict[str, Pending] = {}
-        self.complete: list[float] = []
-        self.early: list[float] = []  # of the first EARLY_PLACEMENTS placements of each game
-        self.later: list[float] = []
         self.placed: list[tuple[float, int]] = []  # every complete command: its latency and its place
         self.ack: list[float] = []
         self.accepted = 0
@@ -117,8 +114,6 @@ class Tables:
     def _done(self, cid: str, item: Pending, now: float) -> None:
         if item.accepted and item.others >= self.others:
             latency = now - item.sent
-            self.complete.append(latency)
-            (self.early if item.index < EARLY_PLACEMENTS else self.later).append(latency)
             self.placed.append((latency, item.index))
             self.last_done = now
             del self.pending[cid]
@@ -251,9 +246,10 @@ class Tables:
             "games_started": self.games,
             "elapsed_s": elapsed,
             "commands_per_s": accepted / elapsed if elapsed else 0.0,
-            "all_clients_ms": percentiles(self.complete),
-            "first_placements_ms": percentiles(self.early),
-            "later_placements_ms": percentiles(self.later),
+            "all_clients_ms": percentiles([latency for latency, _ in self.placed]),
+            # The first EARLY_PLACEMENTS placements of each game, and the others.
+            "first_placements_ms": percentiles([t for t, index in self.placed if index < EARLY_PLACEMENTS]),
+            "later_placements_ms": percentiles([t for t, index in self.placed if index >= EARLY_PLACEMENTS]),
             "slowest_percent": slowest_percent(self.placed, self.config.placements),
             "ack_ms": percentiles(self.ack),
             "game_setup_ms": percentiles(self.game_setup),
