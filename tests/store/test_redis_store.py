@@ -339,6 +339,45 @@ async def test_a_frozen_redis_fails_an_established_tail_within_heartbeat_and_tim
         await bounded(tail.aclose())
 
 
+async def test_a_tail_cancelled_while_it_reads_leaves_its_connection_open(own_redis: RedisProcess) -> None:
+    """A game's tail stops whenever its last client leaves, often while it reads: the read finishes on its
+    own, so the connection goes back to the pool open (redis-py closes one whose reply it stopped
+    reading, and the next call would open and set up another)."""
+    assert own_redis.process is not None
+    pid = own_redis.process.pid
+    async with opened(own_redis.url) as store:
+        game_id = new_id()
+        await bounded(store.create(game_id, b"1", {}))
+        first = store.tail(game_id, 0)  # opens the subscriber connection
+        assert await bounded(anext(first)) == [Record(1, b"1")]
+        await bounded(first.aclose())
+        before = await bounded(store.client.info("stats"))
+
+        async def known() -> int:
+            os.kill(pid, signal.SIGSTOP)  # the read about to be sent waits for Redis
+            return 0
+
+        tail = store.tail(game_id, 0, known=known)
+        reading = asyncio.ensure_future(anext(tail))
+        try:
+            for _ in range(200):
+                await asyncio.sleep(0.01)
+                if os.waitpid(pid, os.WUNTRACED | os.WNOHANG)[0]:
+                    break
+            else:
+                pytest.fail("the tail never asked what is known")
+            await asyncio.sleep(0.05)  # the read is sent
+            reading.cancel()
+            await asyncio.gather(reading, return_exceptions=True)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        await bounded(tail.aclose())
+        await asyncio.sleep(0.3)  # the read's reply arrives
+        assert await bounded(store.read(game_id)) == [Record(1, b"1")]
+        after = await bounded(store.client.info("stats"))
+        assert after["total_connections_received"] == before["total_connections_received"]
+
+
 async def subscribers(store: RedisEventStore, channels: list[str]) -> dict[str, int]:
     counts = await bounded(store.client.pubsub_numsub(*channels))
     return {name.decode(): count for name, count in counts if count}

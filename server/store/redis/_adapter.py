@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
 from types import TracebackType
 from typing import Any, cast
 
@@ -149,6 +149,25 @@ def _translate(exc: BaseException, game_id: str = "", expected: int = 0) -> Stor
         if message.startswith("TOOMANY"):
             return TooManyGames("the store holds its maximum of live games")
     return StoreError(f"redis: {message}")
+
+
+async def _finished(read: Coroutine[Any, Any, list[Record]]) -> list[Record]:
+    """The records of `read`, which runs to its end even when the caller is cancelled meanwhile.
+
+    A tail is cancelled whenever its game loses its last follower, often while its read is in flight
+    (a client that connects and leaves at once). redis-py closes a connection whose reply it stopped
+    reading, and the pool would then open and set up a new one for the next call. The read is bounded
+    by the command timeout, so what it leaves running ends soon.
+    """
+    task = asyncio.ensure_future(read)
+    task.add_done_callback(_retrieved)
+    return await asyncio.shield(task)
+
+
+def _retrieved(task: asyncio.Future[Any]) -> None:
+    # A read whose caller was cancelled has nobody to raise to: its error is no error.
+    if not task.cancelled():
+        task.exception()
 
 
 def _version_of(entry_id: bytes) -> int:
@@ -506,7 +525,7 @@ class RedisEventStore:
             while True:
                 position = last if known is None else max(last, await known())
                 if latest is None or latest > position:
-                    batch = await self.read(game_id, position)
+                    batch = await _finished(self.read(game_id, position))
                     if batch:
                         last = batch[-1].version
                         yield batch
