@@ -140,13 +140,25 @@ class MemoryEventStore:
     async def append_many(
         self, batch: Sequence[tuple[str, int, Sequence[bytes], str]]
     ) -> list[Appended | StoreError]:
-        """Several appends in order, each with its own result or error."""
+        """Several appends in order, each with its own result or error; after a game's append that wrote
+        nothing, that game's later ones write nothing either (a conflict each: see the port)."""
         results: list[Appended | StoreError] = []
+        stopped: set[str] = set()
         for game_id, expected, envelopes, command_key in batch:
+            game = self._games.get(game_id)
             try:
-                results.append(await self.append(game_id, expected, envelopes, command_key))
+                if game_id in stopped:
+                    if game is None:
+                        raise GameNotFound(game_id, expected)
+                    raise ConcurrencyConflict(game_id, expected, len(game.envelopes))
+                result = await self.append(game_id, expected, envelopes, command_key)
             except StoreError as exc:
+                stopped.add(game_id)
                 results.append(exc)
+                continue
+            if result.duplicate:
+                stopped.add(game_id)
+            results.append(result)
         return results
 
     async def fence(self, game_id: str) -> int:

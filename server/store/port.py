@@ -161,7 +161,11 @@ class EventStore(Protocol):
     ) -> list[Appended | StoreError]:
         """Several appends (game, expected, envelopes, command key) in one round trip where the store can.
 
-        Each is atomic on its own and gets its own result or error, exactly as `append` would give it.
+        Each is atomic on its own and gets its own result or error, as `append` would give it, with one
+        rule more: a game's appends in a batch are a chain, each decided on the state the ones before it
+        leave, so once one of them writes nothing (an error, a repeated key), the game's later ones write
+        nothing either and each gets a ConcurrencyConflict with the game's version (GameNotFound for a
+        game never created), even one whose expected version the stream happens to be at.
         """
 
     async def outcome(self, game_id: str, command_key: str) -> Appended | None:

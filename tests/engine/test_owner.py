@@ -15,6 +15,8 @@ from server.engine import envelope
 from server.engine.envelope import Record
 from server.engine.games import Games
 from server.engine.owner import Follower, LiveGame, Outcome
+from server.engine.signing import Keyring
+from server.ops.verify import verify
 from server.store import Appended, StoreError, StoreUnavailable
 from server.store.memory import MemoryEventStore
 
@@ -314,3 +316,32 @@ async def test_a_round_decides_each_command_on_the_state_the_ones_before_it_leav
         "PlacedBelowLine",
     ]
     assert together == await events_of(False)
+
+
+async def test_a_round_whose_first_append_loses_a_race_writes_none_of_its_later_commands_on_sand() -> None:
+    """Two commands of one round, the second decided on the state the first leaves. Another node appends
+    one event before the round's append: the first gets a conflict, and the second's expected version is
+    now the stream's. Written, it would record a decision on a state that never was (and a chain that
+    skips the other node's envelope). Both are decided again instead; the stream verifies, and each node's
+    state is a replay of it."""
+    store = Recorded()
+    here, there = Games(store), Games(store)
+    game = await new_game(here, players=3)
+    other = await there.get(game.game_id)
+    assert other is not None
+    store.gated.add(game.game_id)
+    answers = [submit(game, place(0, "here-1")), submit(game, place(1, "here-2"))]
+    await asyncio.wait_for(store.entered.wait(), 1)
+    store.gated.clear()  # the other node's append goes straight through
+    assert (await asyncio.wait_for(submit(other, place(2, "there-1")), 1)).version == 2
+    store.release.set()
+    outcomes = await asyncio.wait_for(asyncio.gather(*answers), 2)
+    assert [outcome.version for outcome in outcomes] == [3, 4]
+    lines = [record.data for record in await store.read(game.game_id)]
+    report = verify(lines, keys=Keyring([here.node.signer.public, there.node.signer.public]))
+    assert report.ok, report.problem
+    for node in (here, there):
+        live = await node.get(game.game_id, refresh=True)
+        assert live is not None and live.folded.board.view == report.view
+    await here.close()
+    await there.close()

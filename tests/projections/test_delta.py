@@ -327,3 +327,12 @@ def test_a_live_client_applying_each_delta_in_turn_keeps_the_view(played: list[B
         view = oracle_apply(view, delta)
         held = apply_delta(held, _json(delta))  # type: ignore[arg-type]
         assert view == after.view and held == _json(after.view)
+
+
+@settings(max_examples=150, deadline=None)
+@given(boards())
+def test_the_view_folded_event_by_event_is_the_view_rendered_from_scratch(played: list[Board]) -> None:
+    # A live node folds each event into the view it has (re-rendering what the event touched); a replay
+    # renders the state once: both must be the same view, at every version.
+    for board in played:
+        assert board.view == render(board.game)

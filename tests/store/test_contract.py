@@ -256,6 +256,40 @@ async def test_append_many_runs_each_append_in_order_with_its_own_outcome(store:
     assert await bounded(store.read(two)) == records(1, 2, 3, 4)
 
 
+async def test_append_many_writes_none_of_a_games_appends_after_one_of_them_was_not_written(
+    store: EventStore,
+) -> None:
+    """A game's appends in one batch are a chain: each was decided on the state the ones before it leave.
+    Once one is not written (a conflict, a repeated key), none after it of that game is, even where its
+    expected version happens to be the stream's (another writer appended exactly as many events): each
+    gets a conflict with the game's version. Other games' appends go on."""
+    one, two = await game(store, 2), await game(store)
+    await bounded(store.append(one, 2, [env(3)], "elsewhere"))  # another writer, meanwhile
+    results = await bounded(
+        store.append_many(
+            [
+                (one, 2, [env(3)], "a"),  # a conflict: the game is at 3
+                (two, 1, [env(2)], "x"),  # another game: written
+                (one, 3, [env(4)], "b"),  # decided on "a"'s event: not written, though 3 matches
+                (one, 4, [env(5)], "c"),
+            ]
+        )
+    )
+    assert isinstance(results[0], ConcurrencyConflict) and results[0].actual == 3
+    assert results[1] == Appended(2, 2)
+    for skipped in results[2:]:
+        assert isinstance(skipped, ConcurrencyConflict) and skipped.actual == 3
+    assert await bounded(store.read(one)) == records(1, 2, 3)
+    assert await bounded(store.outcome(one, "b")) is None
+    # A repeated key: its events were not written now, so what follows it was decided on sand too.
+    await bounded(store.append(one, 3, [env(4)], "d"))
+    await bounded(store.append(one, 4, [env(5)], "elsewhere-2"))
+    results = await bounded(store.append_many([(one, 3, [env(4)], "d"), (one, 5, [env(6)], "e")]))
+    assert results[0] == Appended(4, 4, duplicate=True)
+    assert isinstance(results[1], ConcurrencyConflict) and results[1].actual == 5
+    assert await bounded(store.version(one)) == 5
+
+
 async def test_ping_answers_true(store: EventStore) -> None:
     assert await bounded(store.ping()) is True
 

@@ -385,44 +385,67 @@ class RedisEventStore:
                 return [exc]
         if not self._cluster:
             return await self._append_in_one_call(batch)
-        # A Cluster: one script call per append, pipelined (redis-py sends each to its slot's node).
+        # A Cluster: one call per game (its keys share a slot; another game's may live on another node),
+        # pipelined: redis-py sends each to its slot's node.
+        by_game: dict[str, list[int]] = {}
+        for index, (game_id, _, _, _) in enumerate(batch):
+            by_game.setdefault(game_id, []).append(index)
         pipe = self._client.pipeline(transaction=False)
-        for game_id, expected, envelopes, command_key in batch:
+        for indexes in by_game.values():
+            keys, args = self._append_many_call(batch, indexes, 2)
             # EVAL, not EVALSHA: Redis caches the compiled script by its hash anyway, and a pipeline then
             # never meets NOSCRIPT after a Redis restart.
-            pipe.eval(
-                APPEND, 2, events_key(game_id), commands_key(game_id), expected, command_key, *envelopes
-            )
+            pipe.eval(APPEND_MANY, len(keys), *keys, *args)
         try:
             async with _boundary(self._timeout):
                 replies = await pipe.execute(raise_on_error=False)
         except StoreError as exc:
             return [exc for _ in batch]
-        results: list[Appended | StoreError] = []
-        for (game_id, expected, _, _), reply in zip(batch, replies, strict=True):
+        results: list[Appended | StoreError | None] = [None] * len(batch)
+        for indexes, reply in zip(by_game.values(), replies, strict=True):
             if isinstance(reply, BaseException):
-                results.append(_translate(reply, game_id, expected))
+                for index in indexes:
+                    game_id, expected, _, _ = batch[index]
+                    results[index] = _translate(reply, game_id, expected)
             else:
-                first, last, duplicate = reply
-                results.append(Appended(int(first), int(last), bool(duplicate)))
-        return results
+                for index, one in zip(indexes, self._results(batch, indexes, reply), strict=True):
+                    results[index] = one
+        return [result for result in results if result is not None]
 
     async def _append_in_one_call(
         self, batch: Sequence[tuple[str, int, Sequence[bytes], str]]
     ) -> list[Appended | StoreError]:
-        keys: list[str] = []
-        args: list[bytes | str | int] = []
-        for game_id, expected, envelopes, command_key in batch:
-            if not envelopes:
-                raise ValueError("append needs at least one envelope")
-            keys += [events_key(game_id), commands_key(game_id), appended_channel(game_id, self._db)]
-            args += [expected, command_key, len(envelopes), *envelopes]
+        every = list(range(len(batch)))
+        keys, args = self._append_many_call(batch, every, 3)
         try:
             replies = await self._script(self._append_many, keys, args)
         except StoreError as exc:
             return [exc for _ in batch]
+        return self._results(batch, every, replies)
+
+    def _append_many_call(
+        self, batch: Sequence[tuple[str, int, Sequence[bytes], str]], indexes: list[int], stride: int
+    ) -> tuple[list[str], list[bytes | str | int]]:
+        """The keys and arguments of APPEND_MANY for the appends of `batch` at `indexes`."""
+        keys: list[str] = []
+        args: list[bytes | str | int] = [stride]
+        for index in indexes:
+            game_id, expected, envelopes, command_key = batch[index]
+            if not envelopes:
+                raise ValueError("append needs at least one envelope")
+            keys += [events_key(game_id), commands_key(game_id)]
+            if stride == 3:
+                keys.append(appended_channel(game_id, self._db))
+            args += [expected, command_key, len(envelopes), *envelopes]
+        return keys, args
+
+    @staticmethod
+    def _results(
+        batch: Sequence[tuple[str, int, Sequence[bytes], str]], indexes: list[int], replies: Any
+    ) -> list[Appended | StoreError]:
         results: list[Appended | StoreError] = []
-        for (game_id, expected, _, _), reply in zip(batch, replies, strict=True):
+        for index, reply in zip(indexes, replies, strict=True):
+            game_id, expected, _, _ = batch[index]
             if int(reply[0]) < 0:
                 message = reply[1].decode() if isinstance(reply[1], bytes) else str(reply[1])
                 results.append(_translate(rx.ResponseError(message), game_id, expected))

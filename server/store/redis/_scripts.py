@@ -142,43 +142,53 @@ if KEYS[4] then redis.call('PUBLISH', KEYS[4], n) end
 return n
 """
 
-# Many appends in one call (standalone Redis only: in a Cluster the games' keys live in different slots).
-# KEYS: events, commands, channel of each append in turn. ARGV: per append, expected version, command
-# key, the number n of envelopes, then the n envelopes. Each append is checked and written exactly as APPEND
-# does, in order, and gets its own result: {first, last, duplicate}, or {-1, 'CONFLICT <v>' | 'NOGAME'}.
+# Many appends in one call: of any games on a standalone Redis, of one game in a Cluster (its keys share a
+# slot). ARGV[1]: the keys of each append, 3 (events, commands, channel) or 2 (no channel: no notice).
+# KEYS: those of each append in turn. ARGV from 2: per append, expected version, command key, the number n
+# of envelopes, then the n envelopes. Each append is checked and written as APPEND does, in order, and gets
+# its own result: {first, last, duplicate}, or {-1, 'CONFLICT <v>' | 'NOGAME' | 'FENCED'}. A game's
+# appends are a chain (each decided on the state the ones before it leave): after one that wrote nothing,
+# the game's later ones write nothing and get CONFLICT with its version (NOGAME without a stream).
 APPEND_MANY = """
+local stride = tonumber(ARGV[1])
 local results = {}
-local a = 1
-for i = 1, #KEYS, 3 do
-  local events, commands, channel = KEYS[i], KEYS[i + 1], KEYS[i + 2]
+local stopped = {}
+local a = 2
+local function at_version(events)
+  local top = redis.call('XREVRANGE', events, '+', '-', 'COUNT', 1)
+  if #top == 0 then return nil end
+  return tonumber(string.match(top[1][1], '^0%-(%d+)$'))
+end
+for i = 1, #KEYS, stride do
+  local events, commands = KEYS[i], KEYS[i + 1]
   local expected, key, n = tonumber(ARGV[a]), ARGV[a + 1], tonumber(ARGV[a + 2])
   local first_envelope = a + 3
   a = a + 3 + n
-  local seen = redis.call('HGET', commands, key)
+  local result
+  local seen = not stopped[events] and redis.call('HGET', commands, key)
   if seen then
     local first, last = string.match(seen, '^(%d+) (%d+)$')
-    results[#results + 1] = {tonumber(first), tonumber(last), 1}
-  elseif redis.call('HEXISTS', commands, '!fenced') == 1 then
-    results[#results + 1] = {-1, 'FENCED'}
+    result = {tonumber(first), tonumber(last), 1}
+  elseif not stopped[events] and redis.call('HEXISTS', commands, '!fenced') == 1 then
+    result = {-1, 'FENCED'}
   else
-    local top = redis.call('XREVRANGE', events, '+', '-', 'COUNT', 1)
-    if #top == 0 then
-      results[#results + 1] = {-1, 'NOGAME'}
+    local version = at_version(events)
+    if version == nil then
+      result = {-1, 'NOGAME'}
+    elseif stopped[events] or version ~= expected then
+      result = {-1, 'CONFLICT ' .. version}
     else
-      local version = tonumber(string.match(top[1][1], '^0%-(%d+)$'))
-      if version ~= expected then
-        results[#results + 1] = {-1, 'CONFLICT ' .. version}
-      else
-        for j = first_envelope, first_envelope + n - 1 do
-          version = version + 1
-          redis.call('XADD', events, '0-' .. version, 'e', ARGV[j])
-        end
-        redis.call('HSET', commands, key, (expected + 1) .. ' ' .. version)
-        redis.call('PUBLISH', channel, version)
-        results[#results + 1] = {expected + 1, version, 0}
+      for j = first_envelope, first_envelope + n - 1 do
+        version = version + 1
+        redis.call('XADD', events, '0-' .. version, 'e', ARGV[j])
       end
+      redis.call('HSET', commands, key, (expected + 1) .. ' ' .. version)
+      if stride == 3 then redis.call('PUBLISH', KEYS[i + 2], version) end
+      result = {expected + 1, version, 0}
     end
   end
+  if result[1] < 0 or result[3] == 1 then stopped[events] = true end
+  results[#results + 1] = result
 end
 return results
 """
