@@ -280,3 +280,31 @@ async def test_the_stores_concurrent_appends_take_one_connection_not_one_each(re
         assert await bounded(_clients(redis_url)) == before + 1
     finally:
         await bounded(store.close())
+
+
+async def test_a_connection_made_after_its_callers_gave_up_is_the_lines_next_one(
+    own_redis: RedisProcess,
+) -> None:
+    """A call whose connection is still being made at its deadline fails; the connection, once made, is
+    the one the next call uses (it was left open and unused, one more each time, until collected)."""
+    assert own_redis.process is not None
+    pid = own_redis.process.pid
+    # Database 1: connecting ends with a SELECT, which a stopped Redis leaves unanswered.
+    line = ScriptLine.for_url(f"{own_redis.url}/1", 5.0)
+    assert line is not None
+    admin = redis.asyncio.Redis.from_url(own_redis.url)
+    try:
+        before = (await bounded(admin.info("stats")))["total_connections_received"]
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            with pytest.raises(rx.TimeoutError):
+                await line.script(ECHO_SHA, ECHO, ["k"], [1], 0.3)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        await asyncio.sleep(0.3)  # the SELECT is answered: the connection is made
+        assert await bounded(line.script(ECHO_SHA, ECHO, ["k"], [2], 2.0)) == [b"k", b"2"]
+        after = (await bounded(admin.info("stats")))["total_connections_received"]
+        assert after == before + 1
+    finally:
+        await line.close()
+        await admin.aclose()

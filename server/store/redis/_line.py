@@ -191,6 +191,9 @@ class ScriptLine:
         except BaseException:
             protocol.abort()
             raise
+        # Installed here, not by the callers: made after every caller gave up (their deadline came first),
+        # it is still the line's connection, for the next call to use (and `close` to close).
+        self._protocol = protocol
         return protocol
 
 
