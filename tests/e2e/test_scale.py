@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+import msgspec
 import pytest
 import redis
 from redis.crc import key_slot
@@ -25,6 +26,8 @@ from support.redis import RedisProcess, start_cluster
 from domain import Layout
 from orchestra_client import ConnectionRefused, GameClient, get_events
 from orchestra_client.bots import random_placement, read_layout
+from server.engine.signing import Keyring, public_key_from_text
+from server.ops.verify import verify
 from server.store.redis._scripts import auth_key, commands_key, events_key
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
@@ -206,6 +209,52 @@ async def test_a_command_written_by_a_node_that_died_before_answering_is_answere
             await asyncio.sleep(0.2)
             assert ben.envelopes == stream[1:]  # version 2 once (the resume's history), no second copy
         assert await get_events(healthy.url, game_id) == stream
+
+
+async def test_players_on_two_nodes_placing_at_once_leave_a_stream_that_verifies(
+    start_server: Callable[..., Any],
+) -> None:
+    """Two players on each of two nodes place as fast as their answers come, all at once: a node appends
+    its players' waiting commands in one call while the other node's land in between. The stream verifies
+    (every signature, the hash chain, every event decided again by the rules), every accepted command is
+    in it once, and both nodes' views are its replay."""
+    servers = [start_server() for _ in range(2)]
+    urls = [server.url for server in servers]
+    async with asyncio.timeout(DEADLINE):
+        game_id, tokens = await new_game(urls[0], ["Ada", "Ben", "Cy", "Di"])
+        layout = await read_layout(urls[0], game_id)
+        players = [
+            await GameClient.connect(urls[seat // 2], game_id, token, reconnect=False)
+            for seat, token in enumerate(tokens)
+        ]
+
+        async def play(seat: int, client: GameClient) -> list[dict[str, Any]]:
+            rng = random.Random(seat)
+            answers = []
+            for n in range(60):
+                token, space, rest = fields_of({**random_placement(layout, rng), "id": f"p{seat}-{n}"})
+                answers.append(await client.place(token, space, **rest))
+            return answers
+
+        try:
+            answers = [a for each in await asyncio.gather(*map(play, range(4), players)) for a in each]
+        finally:
+            for client in players:
+                await client.close()
+        accepted = [answer for answer in answers if answer["type"] == "accepted"]
+        assert all(answer["type"] in ("accepted", "rejected") for answer in answers)
+        async with httpx.AsyncClient(timeout=10) as http:
+            lines = (await http.get(f"{urls[1]}/games/{game_id}/events")).content.splitlines()
+            listed = [(await http.get(f"{url}/signing-keys")).json()["keys"] for url in urls]
+            views = [(await http.get(f"{url}/games/{game_id}")).json() for url in urls]
+        keys = Keyring([public_key_from_text(key["public_key"]) for keys in listed for key in keys])
+        report = verify(lines, keys=keys)
+        assert report.ok, (report.bad_version, report.problem)
+        assert len(lines) == 1 + len(accepted) and len(accepted) > 60
+        replayed = msgspec.json.decode(msgspec.json.encode(report.view))
+        for view in views:
+            view.pop("presence")  # who is at the table: no part of the view
+            assert view == replayed
 
 
 def fields_of(frame: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
