@@ -211,14 +211,16 @@ async def test_a_command_written_by_a_node_that_died_before_answering_is_answere
         assert await get_events(healthy.url, game_id) == stream
 
 
+@pytest.mark.parametrize("backend", ["redis", "cluster"])
 async def test_players_on_two_nodes_placing_at_once_leave_a_stream_that_verifies(
-    start_server: Callable[..., Any],
+    start_server: Callable[..., Any], request: pytest.FixtureRequest, backend: str
 ) -> None:
     """Two players on each of two nodes place as fast as their answers come, all at once: a node appends
     its players' waiting commands in one call while the other node's land in between. The stream verifies
     (every signature, the hash chain, every event decided again by the rules), every accepted command is
     in it once, and both nodes' views are its replay."""
-    servers = [start_server() for _ in range(2)]
+    options = {"redis_url": request.getfixturevalue("cluster")[1]} if backend == "cluster" else {}
+    servers = [start_server(**options) for _ in range(2)]
     urls = [server.url for server in servers]
     async with asyncio.timeout(DEADLINE):
         game_id, tokens = await new_game(urls[0], ["Ada", "Ben", "Cy", "Di"])
