@@ -229,6 +229,11 @@ async def test_players_on_two_nodes_placing_at_once_leave_a_stream_that_verifies
             await GameClient.connect(urls[seat // 2], game_id, token, reconnect=False)
             for seat, token in enumerate(tokens)
         ]
+        spectators = [
+            await GameClient.connect(url, game_id, view=view, reconnect=False)
+            for url in urls
+            for view in (None, "full")
+        ]
 
         async def play(seat: int, client: GameClient) -> list[dict[str, Any]]:
             rng = random.Random(seat)
@@ -240,23 +245,29 @@ async def test_players_on_two_nodes_placing_at_once_leave_a_stream_that_verifies
 
         try:
             answers = [a for each in await asyncio.gather(*map(play, range(4), players)) for a in each]
+            accepted = [answer for answer in answers if answer["type"] == "accepted"]
+            assert all(answer["type"] in ("accepted", "rejected") for answer in answers)
+            async with httpx.AsyncClient(timeout=10) as http:
+                lines = (await http.get(f"{urls[1]}/games/{game_id}/events")).content.splitlines()
+                listed = [(await http.get(f"{url}/signing-keys")).json()["keys"] for url in urls]
+                views = [(await http.get(f"{url}/games/{game_id}")).json() for url in urls]
+            keys = Keyring([public_key_from_text(key["public_key"]) for keys in listed for key in keys])
+            report = verify(lines, keys=keys)
+            assert report.ok, (report.bad_version, report.problem)
+            assert len(lines) == 1 + len(accepted) and len(accepted) > 60
+            replayed = msgspec.json.decode(msgspec.json.encode(report.view))
+            for view in views:
+                view.pop("presence")  # who is at the table: no part of the view
+                assert view == replayed
+            # Every client, on either node, got the stream past its welcome in order and holds its view.
+            stream = [msgspec.json.decode(line) for line in lines]
+            for client in [*players, *spectators]:
+                await client.wait_for_version(len(lines))
+                assert client.envelopes == stream[1:]
+                assert client.view == replayed
         finally:
-            for client in players:
+            for client in [*players, *spectators]:
                 await client.close()
-        accepted = [answer for answer in answers if answer["type"] == "accepted"]
-        assert all(answer["type"] in ("accepted", "rejected") for answer in answers)
-        async with httpx.AsyncClient(timeout=10) as http:
-            lines = (await http.get(f"{urls[1]}/games/{game_id}/events")).content.splitlines()
-            listed = [(await http.get(f"{url}/signing-keys")).json()["keys"] for url in urls]
-            views = [(await http.get(f"{url}/games/{game_id}")).json() for url in urls]
-        keys = Keyring([public_key_from_text(key["public_key"]) for keys in listed for key in keys])
-        report = verify(lines, keys=keys)
-        assert report.ok, (report.bad_version, report.problem)
-        assert len(lines) == 1 + len(accepted) and len(accepted) > 60
-        replayed = msgspec.json.decode(msgspec.json.encode(report.view))
-        for view in views:
-            view.pop("presence")  # who is at the table: no part of the view
-            assert view == replayed
 
 
 def fields_of(frame: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
