@@ -9,8 +9,12 @@ from typing import Any
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from msgspec.structs import replace
+from support.commands import commands
 
-from domain import PerformanceToken, Place, RepairToken
+from domain import EndGame, PerformanceToken, Place, Rejected, RepairToken, TakeBack
 from server.engine import envelope
 from server.engine.envelope import Record
 from server.engine.games import Games
@@ -345,3 +349,38 @@ async def test_a_round_whose_first_append_loses_a_race_writes_none_of_its_later_
         assert live is not None and live.folded.board.view == report.view
     await here.close()
     await there.close()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.integers(1, 4).flatmap(
+        lambda players: st.tuples(st.just(players), st.lists(commands(players), max_size=12))
+    ),
+    st.booleans(),
+)
+def test_a_round_decides_any_mix_of_commands_as_one_at_a_time_would(
+    case: tuple[int, list[Place | TakeBack]], end: bool
+) -> None:
+    """The oracle: each command in a round of its own. Submitted together (one round), placements,
+    take-backs and an end give the same answers and the same stored events."""
+    players, drawn = case
+    script: list[Place | TakeBack | EndGame] = [replace(c, id=f"c{i}") for i, c in enumerate(drawn)]
+    if end:
+        script.append(EndGame(seat=0, id="end"))
+
+    async def played(together: bool) -> tuple[list[str], list[Any]]:
+        store = MemoryEventStore()
+        games = Games(store)
+        game = await new_game(games, players)
+        if together:
+            answers = await asyncio.gather(*(submit(game, c) for c in script), return_exceptions=True)
+        else:
+            answers = []
+            for command in script:
+                answers += await asyncio.gather(submit(game, command), return_exceptions=True)
+        stored = [envelope.decode(r.data).event for r in await store.read(game.game_id)]
+        await games.close()
+        kinds = [a.code if isinstance(a, Rejected) else type(a).__name__ for a in answers]
+        return kinds, stored[1:]
+
+    assert asyncio.run(played(True)) == asyncio.run(played(False))
