@@ -145,9 +145,9 @@ class MemoryEventStore:
         results: list[Appended | StoreError] = []
         stopped: set[str] = set()
         for game_id, expected, envelopes, command_key in batch:
-            game = self._games.get(game_id)
             try:
                 if game_id in stopped:
+                    game = self._games.get(game_id)
                     if game is None:
                         raise GameNotFound(game_id, expected)
                     raise ConcurrencyConflict(game_id, expected, len(game.envelopes))

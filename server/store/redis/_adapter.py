@@ -36,7 +36,7 @@ from server.store import (
     StoreUnavailable,
     TooManyGames,
 )
-from server.store.redis._line import ScriptLine
+from server.store.redis._line import ScriptLine, retrieved
 from server.store.redis._notify import Notifier
 from server.store.redis._scripts import (
     APPEND,
@@ -160,14 +160,8 @@ async def _finished(read: Coroutine[Any, Any, list[Record]]) -> list[Record]:
     by the command timeout, so what it leaves running ends soon.
     """
     task = asyncio.ensure_future(read)
-    task.add_done_callback(_retrieved)
+    task.add_done_callback(retrieved)
     return await asyncio.shield(task)
-
-
-def _retrieved(task: asyncio.Future[Any]) -> None:
-    # A read whose caller was cancelled has nobody to raise to: its error is no error.
-    if not task.cancelled():
-        task.exception()
 
 
 def _version_of(entry_id: bytes) -> int:
@@ -401,16 +395,16 @@ class RedisEventStore:
                 replies = await pipe.execute(raise_on_error=False)
         except StoreError as exc:
             return [exc for _ in batch]
-        results: list[Appended | StoreError | None] = [None] * len(batch)
+        # Back in the batch's order (every index is some game's).
+        results: dict[int, Appended | StoreError] = {}
         for indexes, reply in zip(by_game.values(), replies, strict=True):
             if isinstance(reply, BaseException):
                 for index in indexes:
                     game_id, expected, _, _ = batch[index]
                     results[index] = _translate(reply, game_id, expected)
             else:
-                for index, one in zip(indexes, self._results(batch, indexes, reply), strict=True):
-                    results[index] = one
-        return [result for result in results if result is not None]
+                results.update(zip(indexes, self._results(batch, indexes, reply), strict=True))
+        return [results[index] for index in range(len(batch))]
 
     async def _append_in_one_call(
         self, batch: Sequence[tuple[str, int, Sequence[bytes], str]]

@@ -155,7 +155,7 @@ class ScriptLine:
         if self._connecting is None or self._connecting.done():
             self._connecting = bound.loop.create_task(self._connect())
             # Its failure is every waiting caller's; a caller that gave up must not leave it unretrieved.
-            self._connecting.add_done_callback(_retrieved)
+            self._connecting.add_done_callback(retrieved)
         try:
             protocol = await asyncio.wait_for(
                 asyncio.shield(self._connecting), max(0.0, bound.deadline - bound.loop.time())
@@ -218,7 +218,9 @@ def _pack(command: Sequence[Arg | None]) -> bytes:
     return packed
 
 
-def _retrieved(task: asyncio.Task[_Protocol]) -> None:
+def retrieved(task: asyncio.Future[Any]) -> None:
+    """A done callback: the task's error (if any) is retrieved, so that one nobody awaits any more (its
+    callers gave up or were cancelled) is no "exception never retrieved"."""
     if not task.cancelled():
         task.exception()
 
