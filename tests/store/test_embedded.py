@@ -110,6 +110,9 @@ async def test_the_supervisor_restarts_a_redis_that_died(embedded: EmbeddedRedis
         deadline = time.monotonic() + 10
         while embedded.pid in (dead, None) and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
+        # The new process is known before it answers: until then a call is refused (unavailable).
+        while not await store.ping() and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
         assert await bounded(store.version(game_id)) == 1
     finally:
         await bounded(store.close())

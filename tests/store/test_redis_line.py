@@ -1,4 +1,4 @@
-"""The store's own append connection: pipelined calls answered in order, and every way it can fail."""
+"""The store's own connections (its lines): pipelined calls answered in order, and every way they can fail."""
 
 from __future__ import annotations
 
@@ -14,8 +14,10 @@ import redis.asyncio
 from redis import exceptions as rx
 from support.redis import RedisProcess, bounded, new_id
 
+from server.engine.envelope import Record
 from server.store import Appended, ConcurrencyConflict, StoreUnavailable
 from server.store.redis import RedisEventStore
+from server.store.redis._adapter import LINE_READ
 from server.store.redis._line import ScriptLine, _Protocol, error_of
 from server.store.redis._scripts import APPEND, commands_key, events_key
 
@@ -36,6 +38,15 @@ async def _clients(url: str) -> int:
     client = redis.asyncio.Redis.from_url(url)
     try:
         return len(await client.client_list())
+    finally:
+        await client.aclose()
+
+
+async def _connections_made(url: str) -> int:
+    """How many connections the Redis has accepted since it started (this call's own included)."""
+    client = redis.asyncio.Redis.from_url(url)
+    try:
+        return int((await client.info("stats"))["total_connections_received"])
     finally:
         await client.aclose()
 
@@ -266,20 +277,51 @@ async def test_replies_split_anywhere_resolve_the_calls_in_order_and_a_stray_rep
         late.result()
 
 
-async def test_the_stores_concurrent_appends_take_one_connection_not_one_each(redis_url: str) -> None:
+async def test_the_stores_frequent_calls_take_two_connections_not_one_each(redis_url: str) -> None:
+    """Creating 50 games, appending to them all at once, and loading them and their credentials all at
+    once (what a hello reads) take the script line and the reads line, whatever the number of games; a
+    read longer than a line's slice continues on a pooled connection of its own."""
     store = await bounded(RedisEventStore.from_url(redis_url, cluster=False))
     try:
-        games = [new_id() for _ in range(50)]
-        for game_id in games:  # one at a time: the pool keeps a single connection for these
-            await bounded(store.create(game_id, b"1", {}))
         before = await bounded(_clients(redis_url))
+        games = [new_id() for _ in range(50)]
+        await bounded(asyncio.gather(*(store.create(game_id, b"1", {"seat:0": "h"}) for game_id in games)))
         outcomes = await bounded(
             asyncio.gather(*(store.append(game_id, 1, [b"2"], "c") for game_id in games))
         )
         assert outcomes == [Appended(2, 2, False)] * 50
-        assert await bounded(_clients(redis_url)) == before + 1
+        loaded = await bounded(asyncio.gather(*(store.read(game_id) for game_id in games)))
+        assert loaded == [[Record(1, b"1"), Record(2, b"2")]] * 50
+        held = await bounded(asyncio.gather(*(store.credentials(game_id) for game_id in games)))
+        assert held == [{"seat:0": "h"}] * 50
+        assert await bounded(_clients(redis_url)) == before + 2
+
+        long_game = games[0]
+        await bounded(store.append(long_game, 2, [b"x"] * (LINE_READ + 10), "long"))
+        assert len(await bounded(store.read(long_game))) == LINE_READ + 12
+        assert await bounded(_clients(redis_url)) == before + 3
     finally:
         await bounded(store.close())
+
+
+async def test_a_cancelled_call_leaves_the_line_to_the_calls_behind_it(redis_url: str) -> None:
+    """A caller cancelled while its call is in flight (a client that left mid-hello) costs the other
+    callers nothing: the connection stays, and each later call gets its own reply."""
+    line = ScriptLine.for_url(redis_url, 2.0)
+    assert line is not None
+    try:
+        assert await bounded(line.command(("ECHO", "warm"), 2.0)) == b"warm"
+        before = await bounded(_connections_made(redis_url))
+        slow = asyncio.ensure_future(line.command(("BLPOP", new_id(), "0.2"), 2.0))
+        behind = asyncio.ensure_future(line.command(("ECHO", "behind"), 2.0))
+        await asyncio.sleep(0.05)
+        slow.cancel()
+        assert await bounded(behind) == b"behind"
+        assert await bounded(line.command(("ECHO", "after"), 2.0)) == b"after"
+        assert await bounded(_connections_made(redis_url)) == before + 1  # this count's own
+        assert slow.cancelled()
+    finally:
+        await line.close()
 
 
 async def test_a_connection_made_after_its_callers_gave_up_is_the_lines_next_one(

@@ -18,6 +18,7 @@ from support.redis import RedisProcess, bounded, free_port, new_id
 from server.engine.envelope import Record
 from server.store import StoreError, StoreUnavailable
 from server.store.redis import RedisEventStore
+from server.store.redis._adapter import LINE_READ, READ_CHUNK
 from server.store.redis._scripts import appended_channel
 
 pytestmark = pytest.mark.integration
@@ -77,6 +78,27 @@ async def test_the_version_comes_from_the_top_entry_id_never_from_xlen(redis_sto
     await bounded(redis_store.client.xdel(f"orchestra:{{{game_id}}}:events", "0-2"))
     assert await bounded(redis_store.version(game_id)) == 3
     assert (await bounded(redis_store.append(game_id, 3, [b"4"], "d"))).last == 4
+
+
+async def test_a_read_of_any_window_holds_exactly_its_versions(redis_store: RedisEventStore) -> None:
+    """Around the slices a read is cut into (its first over the reads line, the rest in chunks on a
+    pooled connection): every window, against the plain list of what was appended."""
+    game_id, total = new_id(), 2 * READ_CHUNK + LINE_READ + 3
+    stored = [f"e{version}".encode() for version in range(1, total + 1)]
+    await bounded(redis_store.create(game_id, stored[0], {}))
+    for start in range(1, total, 500):
+        await bounded(redis_store.append(game_id, start, stored[start : start + 500], f"c{start}"))
+    edges = {0, 1, LINE_READ - 1, LINE_READ, LINE_READ + 1, READ_CHUNK, READ_CHUNK + LINE_READ + 1, total}
+    windows = [
+        (after, until) for after in edges for until in [None, *edges] if until is None or until >= after
+    ]
+    windows += [
+        (after, after + width) for after in (0, 7, total - LINE_READ) for width in (LINE_READ, LINE_READ + 1)
+    ]
+    for after, until in windows:
+        end = total if until is None else min(until, total)
+        expected = [Record(version, stored[version - 1]) for version in range(after + 1, end + 1)]
+        assert await bounded(redis_store.read(game_id, after, until)) == expected, (after, until)
 
 
 async def test_envelopes_are_stored_as_exact_bytes(redis_store: RedisEventStore) -> None:

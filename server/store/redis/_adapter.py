@@ -2,7 +2,8 @@
 
 Writes are one Lua script each (see `server.store.redis._scripts`), so a batch is never partly written. Every
 redis-py exception is translated here into the port's `StoreError` family; the shell never sees one.
-Every call is bounded by `asyncio.timeout`, so a hung Redis yields `StoreUnavailable`, never a hang.
+Every call is bounded in time (by `asyncio.timeout`, or on the store's own pipelined lines by a timer; see
+`server.store.redis._line`), so a hung Redis yields `StoreUnavailable`, never a hang.
 Tails use a second client with its own large pool: a blocked XREAD per tailed game never starves
 commands, and one XREAD per game (not one over many streams) works across Cluster slots.
 """
@@ -76,6 +77,11 @@ _Entries = list[tuple[bytes, list[bytes]]]
 COMMAND_TIMEOUT = 2.0
 BLOCK_MS = 5_000
 READ_CHUNK = 1_000
+# The first slice of a read of unknown length (a game's load, a tail's catch-up) goes over the reads line,
+# and so does a whole read known to be no longer: a game of up to this many events loads in one pipelined
+# call. What is longer continues on a pooled connection of its own, so that it never holds up another
+# game's read on the line.
+LINE_READ = 256
 # Tails hold one connection each while blocked; size their pool for many concurrently tailed games.
 TAIL_CONNECTIONS = 10_000
 # Command connections: calls beyond this many at once wait for a free connection (within the command
@@ -200,14 +206,18 @@ class RedisEventStore:
         block_ms: int = BLOCK_MS,
         timeout: float = COMMAND_TIMEOUT,
         line: ScriptLine | None = None,
+        reads: ScriptLine | None = None,
     ) -> None:
-        """Use `client` for commands and `tail_client` (its own pool) for blocking reads; appends go over
-        `line` when given (a standalone Redis; see server.store.redis._line), else over `client`.
+        """Use `client` for commands and `tail_client` (its own pool) for blocking reads. On a standalone
+        Redis (see server.store.redis._line), scripts (appends, creates, the index, presence) go over `line`
+        and short reads and lookups over `reads`, when given: two lines, so that no read ever holds up an
+        append. Without them, everything goes over `client`.
 
         A blocking read that gets no answer within `block_ms` plus `timeout` counts as unavailable.
         """
         self._client = client
         self._line = line
+        self._reads = reads
         self._tail_client = tail_client
         self._block_ms = block_ms
         self._timeout = timeout
@@ -260,6 +270,7 @@ class RedisEventStore:
         if cluster is None:
             cluster = await _is_cluster(url, timeout)
         line = None if cluster else ScriptLine.for_url(url, timeout)
+        reads = None if line is None else ScriptLine.for_url(url, timeout)
         # Neither client has a socket timeout: `_boundary` bounds every call instead (see there). Without
         # one, redis-py also writes without asyncio.wait_for, which on Python 3.11 can swallow a
         # cancellation (cpython gh-86296) and hold a cancelled tail for a whole BLOCK.
@@ -269,6 +280,7 @@ class RedisEventStore:
             block_ms=block_ms,
             timeout=timeout,
             line=line,
+            reads=reads,
         )
 
     @property
@@ -296,10 +308,8 @@ class RedisEventStore:
         Raises: GameExists, TooManyGames, StoreFull, StoreUnavailable.
         """
         pairs = [item for field, value in credentials.items() for item in (field, value)]
-        async with _boundary(self._timeout, game_id):
-            seconds, micros = await self._create(
-                keys=self._game_keys(game_id, auth_key(game_id)), args=[data, *pairs]
-            )
+        keys = self._game_keys(game_id, auth_key(game_id))
+        seconds, micros = await self._script(self._create, keys, [data, *pairs], game_id)
         try:
             await self._write_index(game_id, f"{int(seconds)}{int(micros):06d}", listing, True, max_live)
         except (StoreFull, TooManyGames):
@@ -455,8 +465,8 @@ class RedisEventStore:
         game_id: str = "",
         expected: int = 0,
     ) -> Any:
-        """Run an append script over the line when there is one (which bounds its own calls with a timer,
-        cheaper than `_boundary`'s context manager), else over the client; errors are the port's."""
+        """Run a script over the line when there is one (which bounds its own calls with a timer, cheaper
+        than `_boundary`'s context manager), else over the client; errors are the port's."""
         if self._line is None:
             async with _boundary(self._timeout, game_id, expected):
                 return await script(keys=keys, args=args)
@@ -472,8 +482,7 @@ class RedisEventStore:
 
         Raises: StoreUnavailable.
         """
-        async with _boundary(self._timeout, game_id):
-            seen = cast(bytes | None, await self._client.hget(commands_key(game_id), command_key))
+        seen = cast(bytes | None, await self._lookup(("HGET", commands_key(game_id), command_key), game_id))
         if seen is None:
             return None
         first, last = seen.split()
@@ -486,17 +495,37 @@ class RedisEventStore:
         """
         key, stop = events_key(game_id), "+" if until is None else f"0-{until}"
         records: list[Record] = []
+        short = self._reads is not None and (until is None or until - after <= LINE_READ)
         # Chunked, so one long game never makes one huge reply that blocks Redis and the client.
         while until is None or after < until:
-            async with _boundary(self._timeout, game_id):
+            if short:
+                count = LINE_READ
                 entries = cast(
-                    _Entries, await self._client.xrange(key, f"(0-{after}", stop, count=READ_CHUNK)
+                    _Entries,
+                    await self._lookup(("XRANGE", key, f"(0-{after}", stop, "COUNT", count), game_id),
                 )
+                short = False
+            else:
+                count = READ_CHUNK
+                async with _boundary(self._timeout, game_id):
+                    entries = cast(_Entries, await self._client.xrange(key, f"(0-{after}", stop, count=count))
             records += _records(entries)
-            if len(entries) < READ_CHUNK:
+            if len(entries) < count:
                 break
             after = records[-1].version
         return records
+
+    async def _lookup(self, command: tuple[str | int, ...], game_id: str) -> Any:
+        """A read (or a write whose repeat changes nothing) over the reads line when there is one, else
+        over the client; its errors the port's. Replies come as Redis sent them but for HGETALL's, which
+        the client turns into a dict (see `_hash`)."""
+        if self._reads is None:
+            async with _boundary(self._timeout, game_id):
+                return await self._client.execute_command(*command)
+        try:
+            return await self._reads.command(command, self._timeout)
+        except _DRIVER_ERRORS as exc:
+            raise _translate(exc, game_id) from exc
 
     def _game_keys(self, game_id: str, *others: str) -> list[str]:
         # The notice channel rides along as a key on a standalone Redis (scripts publish on it).
@@ -556,14 +585,14 @@ class RedisEventStore:
 
     async def version(self, game_id: str) -> int:
         """The game's current version; 0 for an unknown game. Raises: StoreUnavailable."""
-        async with _boundary(self._timeout, game_id):
-            top = cast(_Entries, await self._client.xrevrange(events_key(game_id), "+", "-", count=1))
+        top = cast(
+            _Entries, await self._lookup(("XREVRANGE", events_key(game_id), "+", "-", "COUNT", 1), game_id)
+        )
         return _version_of(top[0][0]) if top else 0
 
     async def credentials(self, game_id: str) -> dict[str, str]:
         """The game's credential hashes ({} for an unknown game). Raises: StoreUnavailable."""
-        async with _boundary(self._timeout, game_id):
-            raw = cast(dict[bytes, bytes], await self._client.hgetall(auth_key(game_id)))
+        raw = _hash(await self._lookup(("HGETALL", auth_key(game_id)), game_id))
         return {field.decode(): value.decode() for field, value in raw.items()}
 
     async def games(self) -> list[str]:
@@ -618,8 +647,7 @@ class RedisEventStore:
         args: list[str | bytes | int] = [game_id, score, "1" if live else "0", max_live]
         if listing is not None:
             args.append(listing)
-        async with _boundary(self._timeout, game_id):
-            await self._index(keys=INDEX_KEYS, args=args)
+        await self._script(self._index, INDEX_KEYS, args, game_id)
 
     async def listed(self, limit: int) -> list[Listed]:
         """The newest `limit` listed games, newest first, with their newest records: one script for the
@@ -657,8 +685,7 @@ class RedisEventStore:
 
     async def ended(self, game_id: str) -> None:
         """The game is live no more. Raises: StoreUnavailable."""
-        async with _boundary(self._timeout, game_id):
-            await self._client.srem(LIVE_KEY, game_id)
+        await self._lookup(("SREM", LIVE_KEY, game_id), game_id)
 
     async def index(self, game_id: str, *, listing: bytes | None, live: bool) -> None:
         """Index an existing game, scored by its creation in orchestra:games (now, if it is not there).
@@ -699,8 +726,7 @@ class RedisEventStore:
             keys = [presence_key(game_id) for game_id in values]
             args: list[str | int | bytes] = [node, max(1, int(ttl * 1000))]
             args += [value or b"" for value in values.values()]
-            async with _boundary(self._timeout):
-                await self._write_presence(keys=keys, args=args)
+            await self._script(self._write_presence, keys, args)
             return
         pipe = self._client.pipeline(transaction=False)
         for game_id, value in values.items():
@@ -719,11 +745,8 @@ class RedisEventStore:
         if not game_ids:
             return []
         if not self._cluster:
-            async with _boundary(self._timeout):
-                flat = cast(
-                    list[list[bytes]],
-                    await self._read_presence(keys=[presence_key(game_id) for game_id in game_ids]),
-                )
+            keys = [presence_key(game_id) for game_id in game_ids]
+            flat = cast(list[list[bytes]], await self._script(self._read_presence, keys, []))
             return [{pairs[i].decode(): pairs[i + 1] for i in range(0, len(pairs), 2)} for pairs in flat]
         pipe = self._client.pipeline(transaction=False)
         for game_id in game_ids:
@@ -756,13 +779,22 @@ class RedisEventStore:
         return True
 
     async def close(self) -> None:
-        """Release both connection pools."""
+        """Release the connection pools and lines."""
         if self._notifier is not None:
             await self._notifier.close()
-        if self._line is not None:
-            await self._line.close()
+        for line in (self._line, self._reads):
+            if line is not None:
+                await line.close()
         await self._tail_client.aclose()
         await self._client.aclose()
+
+
+def _hash(reply: Any) -> dict[bytes, bytes]:
+    """A hash's fields and values: HGETALL's reply as Redis sent it (a flat list), or as redis-py's client
+    gives it (a dict)."""
+    if isinstance(reply, dict):
+        return cast(dict[bytes, bytes], reply)
+    return dict(zip(reply[::2], reply[1::2], strict=True))
 
 
 def _entries_of(reply: Any) -> _Entries:

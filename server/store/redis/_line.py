@@ -1,17 +1,20 @@
-"""The store's own connection for append scripts on a standalone Redis: pipelined, replies in order.
+"""The store's own connections on a standalone Redis: pipelined, replies in order.
 
-An append is every command's one store call, and redis-py's asyncio client spends more Python on a call
-than the rest of the round trip costs: a pool checkout and release, a retry wrapper, a health check, a
-stream reader and its waiter, response callbacks. Appends go over one connection with a protocol of its
-own instead: a call writes its command (packed by hiredis) and waits on a future; replies, parsed by
-hiredis as they arrive, resolve the waiting futures in the order the calls were written, so concurrent
-callers pipeline on the one connection and a reply can never reach the wrong caller. Everything else the
-store does (reads, tails, creates) stays on redis-py. TLS (`rediss://`) is left to redis-py entirely.
+redis-py's asyncio client spends more Python on a call than the rest of the round trip costs: a pool
+checkout and release, a retry wrapper, a health check, a stream reader and its waiter, response
+callbacks. The store's frequent calls (every command's append, and the scripts, small reads and lookups
+of creating a game and of every hello) go over a line instead: one connection with a protocol of its
+own. A call writes its command (packed by hiredis) and waits on a future; replies, parsed by hiredis as
+they arrive, resolve the waiting futures in the order the calls were written, so concurrent callers
+pipeline on the one connection and a reply can never reach the wrong caller. What may be long or
+blocking (long reads, tails, subscriptions) stays on redis-py's pooled connections, and TLS
+(`rediss://`) is left to redis-py entirely.
 
 Failures are redis-py's exceptions (server.store.redis translates them into the port's): a lost connection
-fails every call waiting on it with ConnectionError, and the next call connects again. A call cut short
-(its timeout, a cancellation) closes the connection, as redis-py does, so a Redis that stopped answering
-is connected to afresh rather than waited on for ever.
+fails every call waiting on it with ConnectionError, and the next call connects again. A call that
+outlives its timeout closes the connection, so a Redis that stopped answering is connected to afresh
+rather than waited on for ever. A caller cancelled meanwhile leaves the connection as it is: its reply is
+taken off the line when it comes, and the calls of other games behind it are not failed for it.
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ from redis.asyncio import ConnectionPool
 from redis.asyncio.connection import SSLConnection
 
 Arg = str | bytes | int
+# The pause before a call is sent again on a new connection: the first of the store's redis-py retries'
+# backoff (server.store.redis._adapter).
+RETRY_PAUSE = 0.02
 
 
 class _Protocol(asyncio.Protocol):
@@ -88,7 +94,8 @@ class _Protocol(asyncio.Protocol):
 
 
 class ScriptLine:
-    """Runs Lua scripts by hash on one pipelined connection, loading a script the server lacks."""
+    """Runs Lua scripts by hash (loading a script the server lacks) and single commands on one pipelined
+    connection."""
 
     def __init__(self, options: dict[str, Any], connect_timeout: float) -> None:
         self._options, self._connect_timeout = options, connect_timeout
@@ -117,14 +124,21 @@ class ScriptLine:
         TimeoutError).
         """
         bound = _Bound(asyncio.get_running_loop(), timeout)
-        call = ("EVALSHA", sha, len(keys), *keys, *args)
-        try:
-            reply = await self._call(call, bound)
-        except rx.ConnectionError:
-            reply = await self._call(call, bound)
+        reply = await self._once_more(("EVALSHA", sha, len(keys), *keys, *args), bound)
         if isinstance(reply, hiredis.ReplyError) and str(reply).startswith("NOSCRIPT"):
             reply = await self._call(("EVAL", source, len(keys), *keys, *args), bound)
         return _checked(reply)
+
+    async def command(self, command: Sequence[Arg], timeout: float) -> Any:
+        """The reply of one Redis command, within `timeout` s, as Redis sent it (hiredis's types: a hash
+        is a flat list of fields and values, a stream entry a list of its id and fields).
+
+        Only for a command that may run twice (a read, or a write whose repeat changes nothing): a
+        connection found lost is made again and the command sent once more.
+        Raises: as `script`.
+        """
+        bound = _Bound(asyncio.get_running_loop(), timeout)
+        return _checked(await self._once_more(command, bound))
 
     async def close(self) -> None:
         """Close the connection (calls waiting on it fail)."""
@@ -134,6 +148,15 @@ class ScriptLine:
         if protocol is not None and protocol.transport is not None:
             protocol.transport.close()
 
+    async def _once_more(self, command: Sequence[Arg], bound: _Bound) -> Any:
+        # As the store's redis-py clients retry: a connection lost is made again, after a short pause (a
+        # Redis that dropped it may be restarting), and the call sent once more.
+        try:
+            return await self._call(command, bound)
+        except rx.ConnectionError:
+            await asyncio.sleep(RETRY_PAUSE)
+            return await self._call(command, bound)
+
     async def _call(self, command: Sequence[Arg], bound: _Bound) -> Any:
         protocol = self._protocol
         if protocol is None or protocol.lost:
@@ -141,12 +164,8 @@ class ScriptLine:
         future = protocol.call(_pack(command))
         timer = bound.loop.call_at(bound.deadline, _expire, future, protocol, bound.timeout)
         try:
+            # A cancelled caller's future is cancelled with it; its reply is skipped when it comes.
             return await future
-        except asyncio.CancelledError:
-            # Cut short by the caller: Redis may never answer, and the calls behind this one would wait on
-            # it; start afresh.
-            protocol.abort()
-            raise
         finally:
             timer.cancel()
 
