@@ -10,6 +10,7 @@
     python -m bench store [--quick]           our Redis store vs eventsourcing's recorders, 3 runs
     python -m bench profile [--quick]         py-spy on our server under the throughput load
     python -m bench pipeline [--quick]        the command path's CPU without sockets
+    python -m bench instructions [--quick]    the table workload in instructions (callgrind), ours vs minimal
     python -m bench writer [--quick]          the table workload with and without the direct frame writer
     python -m bench signing [--quick]         the minimal pipeline plain, with padded, with signed envelopes
     python -m bench restart [--quick]         2,000 hellos at once; 2,000 clients back after a SIGTERM restart
@@ -41,6 +42,7 @@ BENCHMARKS = {
     "store": "bench.peer",
     "profile": "bench.profile",
     "pipeline": "bench.pipeline",
+    "instructions": "bench.instructions",
     "writer": "bench.writer",
     "signing": "bench.signing",
     "restart": "bench.restart",

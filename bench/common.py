@@ -129,8 +129,15 @@ class ServerProcess(ChildServer):
     """A websocket server child that prints "running at URL": ours (`orchestra serve`) or the minimal one."""
 
     def __init__(
-        self, kind: str, redis_url: str, env: dict[str, str] | None = None, args: Sequence[str] = ()
+        self,
+        kind: str,
+        redis_url: str,
+        env: dict[str, str] | None = None,
+        args: Sequence[str] = (),
+        wrapper: Sequence[str] = (),
+        timeout: float = 30.0,
     ) -> None:
+        """`wrapper` goes before the server's command (a profiler's, say); `timeout` bounds its start."""
         if kind not in ("ours", "minimal"):
             raise ValueError(f"unknown server kind {kind!r}")
         self.kind = kind
@@ -140,8 +147,9 @@ class ServerProcess(ChildServer):
         child_env["ORCHESTRA_DATA_DIR"] = str(self.directory / "var")
         child_env.update(env or {})
         module = "server.ops.cli" if kind == "ours" else "bench.minimal"
-        command = [sys.executable, "-m", module, "serve", "--port", "0", "--redis-url", redis_url, *args]
-        super().__init__(command, child_env, self.directory / "server.log", cwd=ROOT)
+        command = [*wrapper, sys.executable, "-m", module, "serve", "--port", "0", "--redis-url", redis_url]
+        command += args
+        super().__init__(command, child_env, self.directory / "server.log", cwd=ROOT, timeout=timeout)
 
     def __enter__(self) -> ServerProcess:
         return self

@@ -23,12 +23,14 @@ from server.ops.embedded_redis import find_redis_server
 ROOT = Path(__file__).resolve().parents[2]
 # The longest first, so that the last to end is a short one (slowloris and wall mostly wait: for the
 # attacker's connections and deadlines, for the wall's ticks). With valgrind, the pipeline also counts
-# instructions under callgrind.
+# instructions under callgrind, and so does the instructions benchmark (it needs valgrind).
+HAS_VALGRIND = shutil.which("valgrind") is not None
 NAMES = [
     "memory",
     "wall",
     "latency",
     "slowloris",
+    *(["instructions"] if HAS_VALGRIND else []),
     "pipeline",
     "scaling",
     "restart",
@@ -41,7 +43,7 @@ NAMES = [
     "store",
     "replay",
 ]
-EXTRA_ARGS = {"pipeline": ["--callgrind"]} if shutil.which("valgrind") else {}
+EXTRA_ARGS = {"pipeline": ["--callgrind"], "instructions": ["--simulate"]} if HAS_VALGRIND else {}
 PARALLEL = 3
 # A bound against a hang, not a speed test: on a loaded 2-core machine, running three at a time beside
 # the rest of the suite, they take minutes.
@@ -205,12 +207,33 @@ def test_pipeline(results: dict[str, dict[str, Any]]) -> None:
 
 
 def test_pipeline_counts_instructions_per_command_under_callgrind(results: dict[str, dict[str, Any]]) -> None:
-    if "pipeline" not in EXTRA_ARGS:
+    if not HAS_VALGRIND:
         pytest.skip("valgrind is not installed (Debian: apt-get install valgrind)")
     counted = results["pipeline"]["summary"]["ours_instructions_per_command"]
     # A command is hundreds of thousands of instructions; the interpreter's start and the warm-up, which
     # are not counted, are over a billion: a hundred commands counted with them would pass 10 million each.
     assert isinstance(counted, int) and 10_000 < counted < 5_000_000
+
+
+def test_instructions_counts_the_measured_games_alone(results: dict[str, dict[str, Any]]) -> None:
+    if not HAS_VALGRIND:
+        pytest.skip("valgrind is not installed (Debian: apt-get install valgrind)")
+    result = results["instructions"]
+    _common(result, "instructions")
+    config = result["config"]
+    for label in ("ours", "minimal"):
+        run = result["runs"][label]
+        assert run["accepted"] == config["games"] * config["placements"]
+        # A game of a few placements, its connections included, is millions of instructions; the
+        # interpreter's start and the warm-up, which are not counted, are billions.
+        assert 1_000_000 < run["per_game"] < 200_000_000, (label, run["per_game"])
+        assert run["instructions"] == pytest.approx(run["per_game"] * config["games"])
+        # With --simulate, the first of the simulated counts is the instructions themselves.
+        assert run["simulated_per_game"]["Ir"] == pytest.approx(run["per_game"])
+        assert 0 < run["simulated_per_game"]["Bcm"] < run["simulated_per_game"]["Bc"]
+    ratio = result["summary"]["ours_to_minimal"]
+    assert ratio == pytest.approx(result["runs"]["ours"]["per_game"] / result["runs"]["minimal"]["per_game"])
+    assert result["summary"]["simulated_ours_to_minimal"]["Ir"] == pytest.approx(ratio)
 
 
 def test_writer(results: dict[str, dict[str, Any]]) -> None:

@@ -1,0 +1,156 @@
+"""Instructions: the table workload's cost counted in instructions, ours against the minimal pipeline.
+
+Timings on a small shared machine swing with its neighbours; instruction counts do not. Each server (ours,
+the minimal pipeline, and the minimal pipeline that signs every envelope as ours does) runs under
+valgrind's callgrind, uninstrumented through its start and a warm-up game per table; `callgrind_control`
+turns counting on for exactly `--games` games of the table workload (bench/load.py: `--tables` tables
+at once, 3 players and 3 spectators each, players in turn awaiting their answers, the game's creation,
+connections, hellos and closes included) and off again. The server's instructions per game follow, the
+same from run to run within about 1%, with the ratios. `--placements 0` counts game starts alone;
+`--simulate` also counts simulated cache misses and branch mispredictions.
+
+Instructions are not time: the interpreter runs fewer instructions per cycle than a signature's
+arithmetic, and a system call's kernel side is not counted. Read them beside `python -m bench load`.
+
+    python -m bench instructions [--games 24] [--placements 120] [--tables 6] [--simulate]
+    python -m bench instructions --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+import shutil
+import signal
+import subprocess
+import time
+from typing import Any
+
+import httpx
+
+from bench.common import RedisServer, ServerProcess, ratio, say, write_result
+from bench.load import TableConfig, Tables
+
+# (label, server kind, its options)
+SERVERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("ours", "ours", ()),
+    ("minimal", "minimal", ()),
+    ("minimal_signing", "minimal", ("--sign",)),
+)
+WARM_UP_PLACEMENTS = 3
+# What callgrind counts with --cache-sim=yes --branch-sim=yes, in the order of its "Collected" line:
+# instructions, data reads and writes, L1 misses (instructions, data read, data write), last-level misses
+# (the same three), conditional branches and their mispredictions, indirect branches and theirs.
+SIMULATED = ("Ir", "Dr", "Dw", "I1mr", "D1mr", "D1mw", "ILmr", "DLmr", "DLmw", "Bc", "Bcm", "Bi", "Bim")
+# Valgrind runs a server tens of times slower: its start and its shutdown take that much longer.
+START_TIMEOUT = 180.0
+STOP_TIMEOUT = 180.0
+
+
+async def _play(url: str, tables: int, games: int, placements: int) -> Tables:
+    """`games` games of `placements` placements, spread over `tables` tables playing at once."""
+    meter = Tables(TableConfig(url=url, tables=tables, placements=placements, duration=float("inf")))
+    base = url.rstrip("/")
+    ws_base = base.replace("http://", "ws://")
+    async with httpx.AsyncClient(base_url=base, timeout=120) as http:
+
+        async def table(index: int) -> None:
+            for _ in range(games // tables + (1 if index < games % tables else 0)):
+                await meter._game(http, ws_base, index, float("inf"))
+
+        await asyncio.gather(*(table(index) for index in range(tables)))
+    return meter
+
+
+def count(kind: str, options: tuple[str, ...], redis_url: str, args: argparse.Namespace) -> dict[str, Any]:
+    """One server under callgrind: its instructions over the measured games."""
+    valgrind, control = shutil.which("valgrind"), shutil.which("callgrind_control")
+    if valgrind is None or control is None:
+        raise SystemExit("instructions: needs valgrind (apt-get install valgrind)")
+    wrapper = [valgrind, "--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file=/dev/null"]
+    if args.simulate:
+        wrapper += ["--cache-sim=yes", "--branch-sim=yes"]
+    server = ServerProcess(kind, redis_url, args=options, wrapper=wrapper, timeout=START_TIMEOUT)
+    try:
+        asyncio.run(_play(server.url, args.tables, args.tables, WARM_UP_PLACEMENTS))
+        subprocess.run([control, "--instr=on", str(server.pid)], capture_output=True, check=True)
+        started = time.perf_counter()
+        meter = asyncio.run(_play(server.url, args.tables, args.games, args.placements))
+        elapsed = time.perf_counter() - started
+        subprocess.run([control, "--instr=off", str(server.pid)], capture_output=True, check=True)
+        server.process.send_signal(signal.SIGTERM)
+        server.process.wait(STOP_TIMEOUT)
+    finally:
+        server.stop()
+    found = re.findall(r"Collected : ([\d ]+)", server.logs())
+    if not found:
+        raise RuntimeError(f"no instruction count from callgrind: {server.logs()[-500:]}")
+    if meter.errors or meter.rejected or meter.pending or meter.accepted != args.games * args.placements:
+        raise RuntimeError(
+            f"the workload did not run clean: {meter.accepted} accepted, errors {meter.errors}, "
+            f"rejected {meter.rejected}, {len(meter.pending)} incomplete"
+        )
+    counts = [int(number) for number in found[-1].split()]
+    total = counts[0]
+    events = dict(zip(SIMULATED, counts, strict=True)) if args.simulate else {}
+    return {
+        "instructions": total,
+        "simulated_per_game": {name: value / args.games for name, value in events.items()},
+        "per_game": total / args.games,
+        "per_command": total / meter.accepted if meter.accepted else None,
+        "accepted": meter.accepted,
+        "games": meter.games,
+        "wall_seconds": elapsed,
+    }
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--quick", action="store_true", help="CI size: 2 games of 3 placements, ours and minimal only"
+    )
+    parser.add_argument("--games", type=int, default=24, help="games counted per server")
+    parser.add_argument("--placements", type=int, default=120, help="placements a game (0: game starts only)")
+    parser.add_argument("--tables", type=int, default=6, help="tables playing at once")
+    parser.add_argument(
+        "--simulate", action="store_true", help="also simulate the caches and branch prediction (slower)"
+    )
+
+
+def main(args: argparse.Namespace, argv: list[str]) -> int:
+    servers = SERVERS
+    if args.quick:
+        args.games, args.placements, args.tables = 2, 3, 2
+        servers = SERVERS[:2]
+    if args.games < args.tables:
+        raise SystemExit("instructions: --games must be at least --tables")
+    runs: dict[str, dict[str, Any]] = {}
+    with RedisServer() as redis:
+        for label, kind, options in servers:
+            runs[label] = count(kind, options, redis.url, args)
+            say(f"instructions: {label} {runs[label]['per_game'] / 1e6:.2f} M a game")
+    ours = runs["ours"]["per_game"]
+    summary: dict[str, Any] = {"ours_to_minimal": ratio(ours, runs["minimal"]["per_game"])}
+    if "minimal_signing" in runs:
+        signed = runs["minimal_signing"]["per_game"]
+        summary["ours_to_minimal_signing"] = ratio(ours, signed)
+        if args.placements:
+            # What signing adds to each command of the minimal pipeline: a signature and a longer line.
+            summary["signing_per_command"] = (signed - runs["minimal"]["per_game"]) / args.placements
+    if args.simulate:
+        # Ours against the pipeline that does most nearly what ours does: the signing one when it ran.
+        against = runs.get("minimal_signing", runs["minimal"])["simulated_per_game"]
+        summary["simulated_ours_to_" + ("minimal_signing" if "minimal_signing" in runs else "minimal")] = {
+            name: ratio(value, against[name]) for name, value in runs["ours"]["simulated_per_game"].items()
+        }
+    config = {"games": args.games, "placements": args.placements, "tables": args.tables}
+    # The documented shape writes instructions.json; another keeps a name of its own.
+    name = "instructions" if args.placements == 120 or args.quick else f"instructions_p{args.placements}"
+    path = write_result(
+        name,
+        {"quick": args.quick, "config": config, "summary": summary, "runs": runs},
+        argv,
+    )
+    line = ", ".join(f"{label} {run['per_game'] / 1e6:.2f} M" for label, run in runs.items())
+    print(f"instructions per game ({line}): ours/minimal {summary['ours_to_minimal']:.2f}x; wrote {path}")
+    return 0
