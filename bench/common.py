@@ -160,7 +160,7 @@ class CpuMeter:
 
     def __init__(self, pid: int) -> None:
         self.process = psutil.Process(pid)
-        self._cpu0 = 0.0
+        self._user0 = self._system0 = 0.0
         self._wall0 = 0.0
 
     def cpu(self) -> float:
@@ -171,11 +171,22 @@ class CpuMeter:
         return int(self.process.memory_info().rss)
 
     def start(self) -> None:
-        self._cpu0, self._wall0 = self.cpu(), time.perf_counter()
+        times = self.process.cpu_times()
+        self._user0, self._system0, self._wall0 = times.user, times.system, time.perf_counter()
 
     def stop(self) -> dict[str, float]:
-        cpu, wall = self.cpu() - self._cpu0, time.perf_counter() - self._wall0
-        return {"cpu_seconds": cpu, "wall_seconds": wall, "core_share": cpu / wall if wall else 0.0}
+        """CPU seconds since `start`, and apart: in the process itself (user) and in the kernel for it
+        (system: its sockets' writes and reads among them)."""
+        times = self.process.cpu_times()
+        user, system = times.user - self._user0, times.system - self._system0
+        cpu, wall = user + system, time.perf_counter() - self._wall0
+        return {
+            "cpu_seconds": cpu,
+            "user_seconds": user,
+            "system_seconds": system,
+            "wall_seconds": wall,
+            "core_share": cpu / wall if wall else 0.0,
+        }
 
 
 def percentiles(samples: Sequence[float], scale: float = 1e3) -> dict[str, float]:

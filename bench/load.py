@@ -255,6 +255,9 @@ class Tables:
             "game_setup_ms": percentiles(self.game_setup),
             "server_cpu": server_cpu,
             "cpu_us_per_command": server_cpu.get("cpu_seconds", 0.0) / accepted * 1e6 if accepted else 0.0,
+            "system_cpu_us_per_command": (
+                server_cpu.get("system_seconds", 0.0) / accepted * 1e6 if accepted else 0.0
+            ),
             "redis_cpu": redis_cpu,
             "generator": {
                 "cpu_seconds": generator_cpu,
@@ -539,7 +542,8 @@ def brief(label: str, result: dict[str, Any]) -> str:
         f"of the later ones {result['later_placements_ms']['p50']:.2f}; of the slowest 1%, "
         f"{slow['in_first']:.0%} in a game's first {EARLY_PLACEMENTS} and {slow['in_last']:.0%} in its last "
         f"{EARLY_PLACEMENTS}, spans of {slow['span_share']:.0%} of all), "
-        f"server {result['cpu_us_per_command']:.0f} us/cmd ({core:.2f} core), "
+        f"server {result['cpu_us_per_command']:.0f} us/cmd ({result['system_cpu_us_per_command']:.0f} of "
+        f"it in the kernel; {core:.2f} core), "
         f"generator {result['generator']['core_share']:.2f} core, games {result['games_started']}, "
         f"rejected {result['rejected']}, errors {result['errors']}, incomplete {result['incomplete']}"
     )
@@ -555,6 +559,7 @@ def _medians(runs: list[dict[str, Any]]) -> dict[str, float]:
         "slowest_in_first": statistics.median(r["slowest_percent"]["in_first"] for r in runs),
         "slowest_in_last": statistics.median(r["slowest_percent"]["in_last"] for r in runs),
         "cpu_us_per_command": statistics.median(r["cpu_us_per_command"] for r in runs),
+        "system_cpu_us_per_command": statistics.median(r["system_cpu_us_per_command"] for r in runs),
         "generator_core_share": statistics.median(r["generator"]["core_share"] for r in runs),
     }
 

@@ -128,6 +128,8 @@ def test_load_quick_reports_both_servers_every_round_and_the_interference(tmp_pa
             assert 0 <= slow["in_first"] <= 1 and 0 <= slow["in_last"] <= 1, label
             assert slow["span_share"] == min(1.0, load.EARLY_PLACEMENTS / result["config"]["placements"])
             assert _positive(run["cpu_us_per_command"]), label
+            # The kernel's part (the sockets) is part of the whole, and never all of it.
+            assert 0 < run["system_cpu_us_per_command"] < run["cpu_us_per_command"], label
             assert _positive(run["generator"]["cpu_seconds"]), label
             assert run["games_started"] >= result["config"]["tables"]
             assert run["errors"] == {}, label
