@@ -57,7 +57,7 @@ async def _play(url: str, tables: int, games: int, placements: int) -> Tables:
 
         async def table(index: int) -> None:
             for _ in range(games // tables + (1 if index < games % tables else 0)):
-                await meter._game(http, ws_base, index, float("inf"))
+                await meter.play_game(http, ws_base, index, float("inf"))
 
         await asyncio.gather(*(table(index) for index in range(tables)))
     return meter

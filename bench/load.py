@@ -155,7 +155,9 @@ class Tables:
         except Exception:
             self._error("read")
 
-    async def _game(self, http: httpx.AsyncClient, ws_base: str, table: int, deadline: float) -> None:
+    async def play_game(self, http: httpx.AsyncClient, ws_base: str, table: int, deadline: float) -> None:
+        """One game at table `table`: create it, connect and greet its clients, place until its last
+        placement or `deadline`, and close; every command is metered."""
         config, clock = self.config, time.perf_counter
         loop = asyncio.get_running_loop()
         started = clock()
@@ -210,7 +212,7 @@ class Tables:
     async def _table(self, http: httpx.AsyncClient, ws_base: str, table: int, deadline: float) -> None:
         while time.perf_counter() < deadline:
             try:
-                await self._game(http, ws_base, table, deadline)
+                await self.play_game(http, ws_base, table, deadline)
             except Exception as exc:
                 self._error(f"game:{type(exc).__name__}")
                 await asyncio.sleep(0.1)
