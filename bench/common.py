@@ -12,7 +12,9 @@ import contextlib
 import json
 import os
 import platform
+import re
 import resource
+import shutil
 import socket
 import statistics
 import subprocess
@@ -20,6 +22,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -155,6 +158,40 @@ class ServerProcess(ChildServer):
         return self
 
 
+@dataclass(frozen=True)
+class Callgrind:
+    """valgrind's callgrind, to count a program's instructions between `callgrind_control --instr=on` and
+    `--instr=off` (none before): deterministic where timings are not."""
+
+    valgrind: str
+    control: str
+
+    @classmethod
+    def find(cls) -> Callgrind | None:
+        """The installed tools; None without valgrind."""
+        valgrind, control = shutil.which("valgrind"), shutil.which("callgrind_control")
+        return None if valgrind is None or control is None else cls(valgrind, control)
+
+    def wrapper(self, simulate: bool = False) -> list[str]:
+        """What goes before a program's command; `simulate` also simulates caches and branch prediction."""
+        wrapper = [self.valgrind, "--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file=/dev/null"]
+        return wrapper + (["--cache-sim=yes", "--branch-sim=yes"] if simulate else [])
+
+    def counting(self, pid: int, on: bool) -> None:
+        """Turn counting on or off in the running program `pid`."""
+        instrument = "--instr=on" if on else "--instr=off"
+        subprocess.run([self.control, instrument, str(pid)], capture_output=True, check=True)
+
+    @staticmethod
+    def collected(log: str) -> list[int]:
+        """The counts callgrind writes to the program's stderr as it exits (instructions first).
+        Raises: RuntimeError when there are none (the program did not exit under callgrind)."""
+        found = re.findall(r"Collected : ([\d ]+)", log)
+        if not found:
+            raise RuntimeError(f"no instruction count from callgrind: {log[-500:]}")
+        return [int(number) for number in found[-1].split()]
+
+
 class CpuMeter:
     """User+system CPU seconds and RSS of one process (by pid), as a delta over an interval."""
 
@@ -162,10 +199,6 @@ class CpuMeter:
         self.process = psutil.Process(pid)
         self._user0 = self._system0 = 0.0
         self._wall0 = 0.0
-
-    def cpu(self) -> float:
-        times = self.process.cpu_times()
-        return float(times.user + times.system)
 
     def rss(self) -> int:
         return int(self.process.memory_info().rss)

@@ -20,16 +20,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import re
-import shutil
 import signal
-import subprocess
 import time
 from typing import Any
 
 import httpx
 
-from bench.common import RedisServer, ServerProcess, ratio, say, write_result
+from bench.common import Callgrind, RedisServer, ServerProcess, ratio, say, write_result
 from bench.load import TableConfig, Tables
 
 # (label, server kind, its options)
@@ -65,33 +62,28 @@ async def _play(url: str, tables: int, games: int, placements: int) -> Tables:
 
 def count(kind: str, options: tuple[str, ...], redis_url: str, args: argparse.Namespace) -> dict[str, Any]:
     """One server under callgrind: its instructions over the measured games."""
-    valgrind, control = shutil.which("valgrind"), shutil.which("callgrind_control")
-    if valgrind is None or control is None:
+    callgrind = Callgrind.find()
+    if callgrind is None:
         raise SystemExit("instructions: needs valgrind (apt-get install valgrind)")
-    wrapper = [valgrind, "--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file=/dev/null"]
-    if args.simulate:
-        wrapper += ["--cache-sim=yes", "--branch-sim=yes"]
+    wrapper = callgrind.wrapper(simulate=args.simulate)
     server = ServerProcess(kind, redis_url, args=options, wrapper=wrapper, timeout=START_TIMEOUT)
     try:
         asyncio.run(_play(server.url, args.tables, args.tables, WARM_UP_PLACEMENTS))
-        subprocess.run([control, "--instr=on", str(server.pid)], capture_output=True, check=True)
+        callgrind.counting(server.pid, True)
         started = time.perf_counter()
         meter = asyncio.run(_play(server.url, args.tables, args.games, args.placements))
         elapsed = time.perf_counter() - started
-        subprocess.run([control, "--instr=off", str(server.pid)], capture_output=True, check=True)
+        callgrind.counting(server.pid, False)
         server.process.send_signal(signal.SIGTERM)
         server.process.wait(STOP_TIMEOUT)
     finally:
         server.stop()
-    found = re.findall(r"Collected : ([\d ]+)", server.logs())
-    if not found:
-        raise RuntimeError(f"no instruction count from callgrind: {server.logs()[-500:]}")
+    counts = Callgrind.collected(server.logs())
     if meter.errors or meter.rejected or meter.pending or meter.accepted != args.games * args.placements:
         raise RuntimeError(
             f"the workload did not run clean: {meter.accepted} accepted, errors {meter.errors}, "
             f"rejected {meter.rejected}, {len(meter.pending)} incomplete"
         )
-    counts = [int(number) for number in found[-1].split()]
     total = counts[0]
     events = dict(zip(SIMULATED, counts, strict=True)) if args.simulate else {}
     return {
@@ -139,8 +131,9 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
             summary["signing_per_command"] = (signed - runs["minimal"]["per_game"]) / args.placements
     if args.simulate:
         # Ours against the pipeline that does most nearly what ours does: the signing one when it ran.
-        against = runs.get("minimal_signing", runs["minimal"])["simulated_per_game"]
-        summary["simulated_ours_to_" + ("minimal_signing" if "minimal_signing" in runs else "minimal")] = {
+        baseline = "minimal_signing" if "minimal_signing" in runs else "minimal"
+        against = runs[baseline]["simulated_per_game"]
+        summary[f"simulated_ours_to_{baseline}"] = {
             name: ratio(value, against[name]) for name, value in runs["ours"]["simulated_per_game"].items()
         }
     config = {"games": args.games, "placements": args.placements, "tables": args.tables}

@@ -22,8 +22,6 @@ import argparse
 import asyncio
 import contextlib
 import itertools
-import re
-import shutil
 import subprocess
 import sys
 import time
@@ -33,7 +31,7 @@ from typing import Any
 import msgspec
 from uvicorn.server import ServerState as _State
 
-from bench.common import ratio, say, write_result
+from bench.common import Callgrind, ratio, say, write_result
 from bench.games import legal_placements, place
 from server.engine.games import Games
 from server.engine.outbox import Outbox
@@ -206,12 +204,12 @@ def signature_us(count: int = 2_000) -> float:
 def instructions_per_command(events: int, commands: int) -> int | None:
     """Instructions per command of ours under callgrind, counted over the measured commands alone; None
     without valgrind."""
-    valgrind, control = shutil.which("valgrind"), shutil.which("callgrind_control")
-    if valgrind is None or control is None:
+    callgrind = Callgrind.find()
+    if callgrind is None:
         return None
     child = [sys.executable, "-m", "bench.pipeline", "--child", str(events), str(commands)]
     process = subprocess.Popen(
-        [valgrind, "--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file=/dev/null", *child],
+        [*callgrind.wrapper(), *child],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -220,16 +218,16 @@ def instructions_per_command(events: int, commands: int) -> int | None:
     said, told = process.stdout, process.stdin
     assert said is not None and told is not None
 
-    def step(expected: str, instrument: str) -> bool:
+    def step(expected: str, on: bool) -> bool:
         if said.readline().strip() != expected:
             return False  # the child failed: what it wrote says why
-        subprocess.run([control, "--instr=" + instrument, str(process.pid)], capture_output=True, check=True)
+        callgrind.counting(process.pid, on)
         told.write("go\n")
         told.flush()
         return True
 
     try:
-        stepped = step("ready", "on") and step("done", "off")
+        stepped = step("ready", True) and step("done", False)
         if not stepped:
             process.kill()
         _, errors = process.communicate(timeout=600)
@@ -238,10 +236,7 @@ def instructions_per_command(events: int, commands: int) -> int | None:
             process.kill()
     if not stepped or process.returncode != 0:
         raise RuntimeError(f"the callgrind child failed: {errors[-500:]}")
-    found = re.search(r"Collected : (\d+)", errors)
-    if found is None:
-        raise RuntimeError(f"no instruction count from callgrind: {errors[-500:]}")
-    return int(found.group(1)) // commands
+    return Callgrind.collected(errors)[0] // commands
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
