@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
@@ -65,3 +66,46 @@ async def test_the_lua_append_is_atomic_and_idempotent_in_cluster_mode(
     with pytest.raises(ConcurrencyConflict):
         await bounded(cluster_store.append(game_id, 1, [b"x"], "other"))
     assert [r.version for r in await bounded(cluster_store.read(game_id))] == [1, 2, 3]
+
+
+async def _getkeys_calls(client: redis.asyncio.RedisCluster) -> int:
+    """How many COMMAND GETKEYS the cluster's nodes have answered since they started."""
+    total = 0
+    for node in client.get_nodes():
+        direct = redis.asyncio.Redis(host=node.host, port=node.port)
+        try:
+            stats = await bounded(direct.info("commandstats"))
+        finally:
+            await direct.aclose()
+        total += int(stats.get("cmdstat_command|getkeys", {}).get("calls", 0))
+    return total
+
+
+async def test_tails_read_from_the_node_holding_the_game_without_asking_where_its_key_goes(
+    cluster_store: RedisEventStore,
+) -> None:
+    # redis-py would ask a node (COMMAND GETKEYS) where each XREAD goes: two more round trips a read,
+    # and every tail of the node hanging on that one Cluster node.
+    client = cluster_store.client
+    assert isinstance(client, redis.asyncio.RedisCluster)
+    games = [new_id() for _ in range(12)]
+    for game_id in games:
+        await bounded(cluster_store.create(game_id, b"1", {}))
+    owners = {client.get_node_from_key(events_key(game_id)).name for game_id in games}
+    assert len(owners) > 1  # the tails read from several nodes
+    before = await _getkeys_calls(client)
+
+    async def follow(game_id: str) -> list[int]:
+        versions: list[int] = []
+        async for batch in cluster_store.tail(game_id, 0):
+            versions += [record.version for record in batch]
+            if versions[-1] >= 3:
+                return versions
+        raise AssertionError("the tail ended")
+
+    tails = [asyncio.ensure_future(follow(game_id)) for game_id in games]
+    for game_id in games:
+        await bounded(cluster_store.append(game_id, 1, [b"2"], "a"))
+        await bounded(cluster_store.append(game_id, 2, [b"3"], "b"))
+    assert await bounded(asyncio.gather(*tails)) == [[1, 2, 3]] * len(games)
+    assert await _getkeys_calls(client) == before

@@ -551,14 +551,25 @@ class RedisEventStore:
         while True:
             # Always from the last delivered id, never `$`: `$` would skip what arrived in between.
             async with _boundary(self._tail_deadline, game_id):
-                reply = await self._tail_client.xread(
-                    {key: f"0-{after}"}, count=READ_CHUNK, block=self._block_ms
-                )
+                reply = await self._blocking_read(key, after)
             if not reply:
                 continue
             batch = _records(_entries_of(reply))
             after = batch[-1].version
             yield batch
+
+    async def _blocking_read(self, key: str, after: int) -> Any:
+        """XREAD of `key` after version `after`, blocking up to the block time, on the Cluster node holding
+        it (only a Cluster's tails read so: a standalone Redis's wait for notices)."""
+        client = cast(RedisCluster, self._tail_client)
+        command = ("XREAD", "COUNT", READ_CHUNK, "BLOCK", self._block_ms, "STREAMS", key, f"0-{after}")
+        # XREAD's keys follow its options, so redis-py would ask a node where they go (COMMAND GETKEYS,
+        # twice a call, always the same node) before each read: two more round trips a read, and every
+        # tail hanging on that one node. The key's slot says where it goes. After a failure the client
+        # marks its view of the cluster stale; initialize() renews it then (else it does nothing), so
+        # a tail that retries reads from the node now holding the key.
+        await client.initialize()
+        return await client.execute_command(*command, target_nodes=client.get_node_from_key(key))
 
     async def _notified(
         self, game_id: str, after: int, known: Known | None, current: Current | None, notifier: Notifier
