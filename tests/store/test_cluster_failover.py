@@ -1,0 +1,119 @@
+"""A Redis Cluster master fails over to its replica while a game is played and followed: the store
+answers unavailable meanwhile, then appends and tails on the promoted replica, losing nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+import redis.asyncio
+from support.redis import RedisProcess, bounded, new_id, start_cluster
+
+from server.store import Appended, StoreError
+from server.store.redis import RedisEventStore
+from server.store.redis._scripts import events_key
+
+pytestmark = pytest.mark.integration
+
+MASTERS = 3
+# How long a master may be silent before its replica takes over: short, so the test is quick.
+NODE_TIMEOUT_MS = 500
+FAILOVER_DEADLINE = 30.0
+
+
+@pytest.fixture
+def replicated_cluster(tmp_path: Path) -> Iterator[list[RedisProcess]]:
+    """3 masters, each with a replica (nodes 3, 4, 5 replicate nodes 0, 1, 2)."""
+    nodes, _ = start_cluster(tmp_path, MASTERS, replicas=True, node_timeout_ms=NODE_TIMEOUT_MS)
+    try:
+        yield nodes
+    finally:
+        for node in nodes:
+            node.stop()
+
+
+def _promoted(replica: RedisProcess) -> bool:
+    with redis.Redis(port=replica.port, socket_timeout=1) as client:
+        role = client.info("replication").get("role")
+        state = client.cluster("INFO").get("cluster_state")
+    return role == "master" and state == "ok"
+
+
+async def _append_when_possible(store: RedisEventStore, game_id: str, expected: int, key: str) -> Appended:
+    """Append, retrying (with the same key: a repeat changes nothing) while the store is unavailable."""
+    deadline = time.monotonic() + FAILOVER_DEADLINE
+    while True:
+        try:
+            return await bounded(store.append(game_id, expected, [str(expected + 1).encode()], key))
+        except StoreError:
+            assert time.monotonic() < deadline, "no append within the failover deadline"
+            await asyncio.sleep(0.1)
+
+
+async def test_a_master_failover_loses_no_event_and_the_tail_resumes_on_the_promoted_replica(
+    replicated_cluster: list[RedisProcess],
+) -> None:
+    nodes = replicated_cluster
+    # The store knows the cluster by its first node, which stays up: the game lives on another master.
+    store = await bounded(RedisEventStore.from_url(nodes[0].url, cluster=True))
+    try:
+        client = store.client
+        assert isinstance(client, redis.asyncio.RedisCluster)
+        await bounded(client.initialize())
+
+        def master_port(game_id: str) -> int:
+            node = client.get_node_from_key(events_key(game_id))
+            assert node is not None
+            return int(node.port)
+
+        game_id = new_id()
+        while master_port(game_id) == nodes[0].port:
+            game_id = new_id()
+        victim = next(i for i in range(MASTERS) if nodes[i].port == master_port(game_id))
+        await bounded(store.create(game_id, b"1", {}))
+
+        seen: list[int] = []
+        interruptions = 0
+
+        async def follow() -> None:
+            # As a game's owner follows its stream: a failed tail is started again after the last
+            # version it delivered.
+            nonlocal interruptions
+            while True:
+                try:
+                    async for batch in store.tail(game_id, seen[-1] if seen else 0):
+                        seen.extend(record.version for record in batch)
+                except StoreError:
+                    interruptions += 1
+                    await asyncio.sleep(0.1)
+
+        follower = asyncio.ensure_future(follow())
+        try:
+            assert await _append_when_possible(store, game_id, 1, "before") == Appended(2, 2)
+            await bounded(_until(lambda: seen == [1, 2]))
+
+            nodes[victim].kill()
+            deadline = time.monotonic() + FAILOVER_DEADLINE
+            while not _promoted(nodes[victim + MASTERS]):
+                assert time.monotonic() < deadline, "the replica was never promoted"
+                await asyncio.sleep(0.1)
+
+            assert await _append_when_possible(store, game_id, 2, "after") == Appended(3, 3)
+            await bounded(_until(lambda: seen == [1, 2, 3]), FAILOVER_DEADLINE)
+        finally:
+            follower.cancel()
+            await asyncio.gather(follower, return_exceptions=True)
+        assert interruptions >= 1  # the tail did lose its node, and came back
+        assert [r.version for r in await bounded(store.read(game_id))] == [1, 2, 3]
+    finally:
+        await bounded(store.close())
+
+
+async def _until(condition: object) -> None:
+    assert callable(condition)
+    while not condition():
+        await asyncio.sleep(0.02)
