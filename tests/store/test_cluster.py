@@ -91,7 +91,7 @@ async def test_tails_read_from_the_node_holding_the_game_without_asking_where_it
     games = [new_id() for _ in range(12)]
     for game_id in games:
         await bounded(cluster_store.create(game_id, b"1", {}))
-    owners = {client.get_node_from_key(events_key(game_id)).name for game_id in games}
+    owners = {getattr(client.get_node_from_key(events_key(game_id)), "name", None) for game_id in games}
     assert len(owners) > 1  # the tails read from several nodes
     before = await _getkeys_calls(client)
 

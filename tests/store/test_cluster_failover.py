@@ -40,7 +40,7 @@ def _promoted(replica: RedisProcess) -> bool:
     with redis.Redis(port=replica.port, socket_timeout=1) as client:
         role = client.info("replication").get("role")
         state = client.cluster("INFO").get("cluster_state")
-    return role == "master" and state == "ok"
+    return bool(role == "master" and state == "ok")
 
 
 async def _append_when_possible(store: RedisEventStore, game_id: str, expected: int, key: str) -> Appended:
