@@ -18,10 +18,12 @@ turn, one read every `--late-every` seconds), while `--cold-games` games the ser
 GET /games/{id}, spread over the run.
 
 With `--signing-baseline`, the minimal pipeline signs every envelope as ours does: what ours costs
-beyond it is everything but the signature.
+beyond it is everything but the signature. With `--stagger S`, table i plays its first game S * i seconds
+after the first table: the tables' games no longer start together (they do by default, all tables
+starting at once with games of one length).
 
     python -m bench load [--rounds 3] [--duration 20] [--tables 12] [--late-every 1] [--no-interference]
-                         [--signing-baseline]
+                         [--signing-baseline] [--stagger 0.04]
     python -m bench load --quick
 """
 
@@ -73,6 +75,9 @@ class TableConfig:
     server_pid: int | None = None
     redis_pid: int | None = None
     tag: str = "r0"
+    # Seconds between two tables' first games. At 0 every table starts at once, and since their games
+    # take about as long, the tables' later games start together too.
+    stagger: float = 0.0
 
 
 # A game's first placements, whose latency is reported apart: they meet the work of starting games.
@@ -210,6 +215,8 @@ class Tables:
             await asyncio.gather(*readers, return_exceptions=True)
 
     async def _table(self, http: httpx.AsyncClient, ws_base: str, table: int, deadline: float) -> None:
+        if self.config.stagger:
+            await asyncio.sleep(table * self.config.stagger)
         while time.perf_counter() < deadline:
             try:
                 await self.play_game(http, ws_base, table, deadline)
@@ -622,11 +629,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="the minimal pipeline signs every envelope as ours does (bench.minimal --sign)",
     )
+    parser.add_argument(
+        "--stagger",
+        type=float,
+        default=0.0,
+        help="seconds between two tables' first games (0: every table starts at once, and their games "
+        "keep starting together)",
+    )
 
 
 # What the workload docs/performance.md reports (and `python -m bench plot` draws) is made of: its runs,
 # with these at their defaults, write load.json.
-_DOCUMENTED = ("tables", "placements", "duration", "rounds", "interference", "signing_baseline")
+_DOCUMENTED = ("tables", "placements", "duration", "rounds", "interference", "signing_baseline", "stagger")
 
 
 def result_name(args: argparse.Namespace) -> str:
@@ -656,7 +670,9 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     if args.quick:
         args.rounds, args.duration, args.tables = 1, 3.0, 4
         args.long_game, args.cold_games, args.cold_events, args.late_every = 1_000, 40, 10, 0.5
-    config = TableConfig(tables=args.tables, placements=args.placements, duration=args.duration)
+    config = TableConfig(
+        tables=args.tables, placements=args.placements, duration=args.duration, stagger=args.stagger
+    )
     rounds: list[dict[str, Any]] = []
     seeded: dict[str, Any] | None = None
     with RedisServer() as redis:

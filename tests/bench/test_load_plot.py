@@ -172,6 +172,30 @@ def test_only_the_documented_workload_writes_the_result_the_plot_draws() -> None
     )
     assert load.result_name(_load_args("--duration", "2.5")) == "load_duration2.5"
     assert load.result_name(_load_args("--signing-baseline")) == "load_signing_baselineTrue"
+    assert load.result_name(_load_args("--stagger", "0.04")) == "load_stagger0.04"
+
+
+class _FirstGames(load.Tables):
+    """The table workload with games that only note when each table's first one starts, then last
+    until the deadline (no server needed)."""
+
+    def __init__(self, config: load.TableConfig) -> None:
+        super().__init__(config)
+        self.first: dict[int, float] = {}
+
+    async def play_game(self, http: Any, ws_base: str, table: int, deadline: float) -> None:
+        self.first.setdefault(table, time.perf_counter())
+        await asyncio.sleep(max(0.0, deadline - time.perf_counter()))
+
+
+@pytest.mark.parametrize("stagger", [0.0, 0.1])
+async def test_tables_start_their_first_games_stagger_seconds_apart(stagger: float) -> None:
+    config = load.TableConfig(url="http://127.0.0.1:9", tables=4, duration=0.6, stagger=stagger)
+    tables = _FirstGames(config)
+    await tables.run()
+    starts = [tables.first[table] - tables.first[0] for table in range(4)]
+    for table, offset in enumerate(starts):
+        assert table * stagger <= offset < table * stagger + 0.05, starts
 
 
 async def test_late_reads_back_to_back_stop_at_the_end() -> None:
