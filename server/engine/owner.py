@@ -166,7 +166,8 @@ class LiveGame:
         self._behind = False  # the stream holds versions this node has not folded
         self._tail: asyncio.Task[None] | None = None
         self._refreshing: asyncio.Future[bool] | None = None  # a read in flight that callers share
-        self._credentials: dict[str, str] | None = None  # written once, at creation: read once
+        # Written once, at creation: read once, by the first caller, and shared with those that ask meanwhile.
+        self._credentials: asyncio.Future[dict[str, str]] | None = None
         self.gone = False  # the stream was deleted (archived)
         self.damage: UnreadableGame | None = None  # the stream holds an envelope that cannot be read
 
@@ -373,11 +374,17 @@ class LiveGame:
     async def credentials(self) -> dict[str, str]:
         """The game's credential hashes (seat and watch tokens), read once: they never change.
 
-        Raises: StoreUnavailable.
+        Callers that ask while the read is in flight share it: a game's players greeting it at once cost
+        one read, not one each. A failed read is tried again by the next caller. Raises: StoreUnavailable.
         """
         if self._credentials is None:
-            self._credentials = await self._node.store.credentials(self.game_id)
-        return self._credentials
+            self._credentials = asyncio.ensure_future(self._node.store.credentials(self.game_id))
+            self._credentials.add_done_callback(self._credentials_read)
+        return await asyncio.shield(self._credentials)
+
+    def _credentials_read(self, done: asyncio.Future[dict[str, str]]) -> None:
+        if done.cancelled() or done.exception() is not None:
+            self._credentials = None
 
     async def refresh(self) -> bool:
         """Fold in what the stream holds past this node's version; False when the stream is gone.

@@ -183,6 +183,42 @@ async def test_callers_loading_one_game_at_once_share_one_read_and_one_owner() -
     await games.close()
 
 
+class CredentialReads(MemoryEventStore):
+    """A memory store that counts credential reads, each in flight for a turn of the loop, and can fail
+    the next one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.credential_reads = 0
+        self.fail_next = False
+
+    async def credentials(self, game_id: str) -> dict[str, str]:
+        self.credential_reads += 1
+        await asyncio.sleep(0)
+        if self.fail_next:
+            self.fail_next = False
+            raise StoreUnavailable("redis: down")
+        return await super().credentials(game_id)
+
+
+async def test_players_greeting_a_game_at_once_share_one_credentials_read_and_a_failed_read_is_retried() -> (
+    None
+):
+    store = CredentialReads()
+    games = Games(store)
+    game = await new_game(games, players=3)
+    store.fail_next = True
+    failed = await asyncio.gather(*(game.credentials() for _ in range(3)), return_exceptions=True)
+    assert [type(result) for result in failed] == [StoreUnavailable] * 3
+    assert store.credential_reads == 1
+    read = await asyncio.wait_for(asyncio.gather(*(game.credentials() for _ in range(3))), 1)
+    assert store.credential_reads == 2
+    assert read[0] == read[1] == read[2] and set(read[0]) == {"seat:0", "seat:1", "seat:2"}
+    assert await game.credentials() == read[0]
+    assert store.credential_reads == 2  # read once: they never change
+    await games.close()
+
+
 async def test_a_round_leaves_the_game_at_the_chain_head_of_its_last_stored_envelope() -> None:
     store = MemoryEventStore()
     games = Games(store)
