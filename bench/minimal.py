@@ -3,7 +3,8 @@
 Starlette on uvicorn (ws="websockets-sansio") on the same event loop (uvloop), msgspec, redis-py asyncio
 with hiredis parsing and packing (server/compat/redis.py), the same Redis.
 Per command: one msgspec decode, one Lua conditional append (the very APPEND script of
-server/redis_scripts.py: command-id check, expected-version check, XADD), one `accepted` answer to the
+server/store/redis/_scripts.py: command-id check, expected-version check, XADD; without the check of the
+line appended after, which ours makes), one `accepted` answer to the
 sender, one `events` frame (encoded once) to every client of the game. No rules, no projections, no
 views, no auth, no logging, no batching: whatever our server costs beyond this is its own.
 
@@ -234,7 +235,8 @@ def create_app(redis_url: str, views: bool = False, sign: bool = False, pad: boo
             event = Event("ChairClaimed", seat, frame.space, frame.token)
             data = state.line(game_id, expected + 1, frame.id, seat, event)
             first, last, _ = await state.append(
-                keys=[events_key(game_id), commands_key(game_id)], args=[expected, f"{seat}:{frame.id}", data]
+                keys=[events_key(game_id), commands_key(game_id)],
+                args=[expected, f"{seat}:{frame.id}", "", data],
             )
             game.version = int(last)
         raw = [msgspec.Raw(data)]

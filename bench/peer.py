@@ -59,6 +59,7 @@ from bench.common import RedisServer, ratio, say, write_result
 from bench.games import build_game
 from server.compat.redis import use_hiredis_packing
 from server.ops.runner import run as run_on_servers_loop
+from server.store import Append
 from server.store.redis import RedisEventStore
 
 
@@ -80,7 +81,7 @@ async def ours(url: str, games: list[list[bytes]], mode: str = "sequential") -> 
         if mode == "grouped":
             for version in range(1, max(len(d) for d in games)):
                 batch = [
-                    (game_id, version, [datas[version]], f"0:c{version}")
+                    Append(game_id, version, [datas[version]], f"0:c{version}")
                     for game_id, datas in zip(ids, games, strict=True)
                     if version < len(datas)
                 ]

@@ -37,13 +37,13 @@ async def redis_append_rate(url: str, count: int, pipeline: int = 1) -> dict[str
         cpu0 = time.process_time()
         if pipeline <= 1:
             for _ in range(count):
-                await script(keys=keys, args=[version, f"0:c{version}", envelope])
+                await script(keys=keys, args=[version, f"0:c{version}", "", envelope])
                 version += 1
         else:
             for _ in range(count // pipeline):
                 pipe = client.pipeline(transaction=False)
                 for _ in range(pipeline):
-                    await script(keys=keys, args=[version, f"0:c{version}", envelope], client=pipe)
+                    await script(keys=keys, args=[version, f"0:c{version}", "", envelope], client=pipe)
                     version += 1
                 await pipe.execute()
         elapsed = time.perf_counter() - started

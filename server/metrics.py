@@ -51,6 +51,11 @@ class Metrics:
             "Reads of a game that found a stored envelope this server cannot decode (damaged_game)",
             registry=r,
         )
+        self.history_changed = Counter(
+            "orchestra_history_changed",
+            "Games read again because their stream no longer held what this node folded (lost writes)",
+            registry=r,
+        )
         self.redis_info = Gauge(
             "orchestra_redis_info",
             "The Redis the event store runs on (always 1): its version, and whether it is the embedded one",

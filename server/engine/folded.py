@@ -1,7 +1,8 @@
 """A game folded in memory: its board (state and view), its chain head, and its view kept encoded.
 
-Records are folded in version order, each once (`fold` skips what it has and refuses a gap), whether
-they come from this node's own appends or from the stream. After each batch the view before it is kept,
+Records are folded in version order, each once (`fold` skips what it has and refuses a gap, and a
+stream that no longer holds what it folded), whether they come from this node's own appends or from the
+stream. After each batch the view before it is kept,
 so that a view delta (what the batch changed) costs the spaces it touched, not the game.
 """
 
@@ -40,10 +41,27 @@ class GapError(Exception):
     """Records arrived past a version this node has not seen: it must read the missing ones first."""
 
 
+class Diverged(Exception):
+    """The stream no longer holds what this node folded: the record at its version is another line, or
+    the next record does not chain to it. Acknowledged appends were lost (a Redis failover, a crash
+    before the disk had them) and others were written at their versions: the game must be read again
+    from the start."""
+
+
 class FoldedGame:
     """One game's state and view at its last folded version."""
 
-    __slots__ = ("game_id", "board", "before", "head", "last_at", "_spaces_json", "_cached_bytes", "_budget")
+    __slots__ = (
+        "game_id",
+        "board",
+        "before",
+        "head",
+        "line",
+        "last_at",
+        "_spaces_json",
+        "_cached_bytes",
+        "_budget",
+    )
 
     def __init__(self, game_id: str, cache_bytes: int = SPACES_CACHE_BYTES) -> None:
         self.game_id = game_id
@@ -51,6 +69,7 @@ class FoldedGame:
         self.board = Board()
         self.before: View = self.board.view  # the view before the last batch folded in
         self.head = GENESIS
+        self.line: bytes | None = None  # the stored bytes of the last record folded in
         self.last_at = ""
         # Each space's encoded view, kept with the view object it encodes: an event touches one space, so
         # the others are not encoded again (a long game's spaces hold hundreds of tokens).
@@ -61,6 +80,10 @@ class FoldedGame:
     def version(self) -> int:
         """The last version folded in."""
         return self.board.version
+
+    def empty(self) -> FoldedGame:
+        """A game with nothing folded in yet, with this one's id and cache budget."""
+        return FoldedGame(self.game_id, self._budget)
 
     @property
     def view_json(self) -> bytes:
@@ -109,7 +132,9 @@ class FoldedGame:
         `decoded` and `head` (the chain hash of the last record), when the caller has them already, spare
         decoding and hashing again.
 
-        Raises: GapError if a record skips a version; UnreadableGame for an envelope that does not decode.
+        Raises: GapError if a record skips a version; Diverged if the record at this game's version is
+        not the one folded, or the first new one does not chain to it; UnreadableGame for an envelope
+        that does not decode.
         """
         version = self.board.version
         skip = 0
@@ -117,6 +142,8 @@ class FoldedGame:
             if record.version > version:
                 break
             skip += 1
+        if skip and records[skip - 1].version == version and records[skip - 1].data != self.line:
+            raise Diverged(f"{self.game_id}: the stream holds another line at version {version}")
         fresh = records[skip:] if skip else records
         if not fresh:
             return fresh
@@ -125,6 +152,10 @@ class FoldedGame:
             got = next(r.version for i, r in enumerate(fresh, version + 1) if r.version != i)
             raise GapError(f"{self.game_id}: got version {got} past version {version}")
         envelopes = decode_all(self.game_id, fresh) if decoded is None else decoded[skip:]
+        # Checked only on top of something folded: a whole game read at once is the stream as it is, and
+        # a chain broken inside it is for `orchestra verify` to report, not a reason to read it again.
+        if version and envelopes[0].prev != self.head:
+            raise Diverged(f"{self.game_id}: version {version + 1} does not follow version {version}")
         events: list[Event] = [env.event for env in envelopes]
         self.before = self.board.view
         if len(events) > INCREMENTAL_UP_TO:
@@ -134,7 +165,8 @@ class FoldedGame:
             for event in events:
                 board = apply(board, event)
         self.board, self.last_at = board, envelopes[-1].at
-        self.head = envelope.chain_hash(fresh[-1].data) if head is None else head
+        self.line = fresh[-1].data
+        self.head = envelope.chain_hash(self.line) if head is None else head
         return fresh
 
 

@@ -13,8 +13,13 @@ the state the previous one leaves, appends them all in one store call, and then,
 What another node appends reaches the game through its tail (one per followed or watched game) and goes
 through the same fold and fan-out, never while a round of this game is in flight. A watcher (the node's
 wall, server.engine.wall) is told each time the game folds something new, before the fan-out; a game
-nobody watches pays nothing for it. Nothing here waits on another
-game: each game's worker awaits only its own store calls, which the store pipelines with other games'.
+nobody watches pays nothing for it. Nothing here waits on another game: each game's worker awaits only
+its own store calls, which the store pipelines with other games'.
+
+Should the stream no longer hold what the game folded (a Redis that lost acknowledged appends, with
+others written at their versions since), the store refuses the game's appends (each names the line it
+follows) and the fold refuses what does not chain to it: the game is read again from the start, and its
+followers are closed with HISTORY_CHANGED, to come back to the game as the stream now holds it.
 """
 
 from __future__ import annotations
@@ -32,16 +37,18 @@ from domain import Event, Rejected, UnknownGame, decide, evolve
 from domain.messages import EndGame, Place, TakeBack
 from server.engine import envelope
 from server.engine.envelope import Envelope, Record
-from server.engine.folded import FoldedGame, GapError
+from server.engine.folded import Diverged, FoldedGame, GapError
 from server.engine.outbox import Outbox
 from server.engine.signing import Signer
 from server.metrics import Metrics
 from server.protocol.frames import DeltaFrame, EventsFrame, HistoryFrame, encode
-from server.protocol.session import LiveView
+from server.protocol.session import HISTORY_CHANGED, LiveView
 from server.store import (
+    Append,
     Appended,
     ConcurrencyConflict,
     EventStore,
+    HistoryChanged,
     StoreError,
     StoreUnavailable,
     UnreadableGame,
@@ -101,20 +108,22 @@ class Follower:
 
 
 class _Plan:
-    """A decided command: the version it expects, its envelopes, and the chain head after them."""
+    """A decided command: the version it expects and the line there, its envelopes, and the chain head
+    after them."""
 
-    __slots__ = ("submission", "expected", "items", "data", "head")
+    __slots__ = ("submission", "expected", "after", "items", "data", "head")
 
     def __init__(
-        self, submission: Submission, expected: int, items: list[Envelope], data: list[bytes], head: str
+        self,
+        submission: Submission,
+        expected: int,
+        after: bytes | None,
+        items: list[Envelope],
+        data: list[bytes],
+        head: str,
     ) -> None:
-        self.submission, self.expected, self.items, self.data, self.head = (
-            submission,
-            expected,
-            items,
-            data,
-            head,
-        )
+        self.submission, self.expected, self.after = submission, expected, after
+        self.items, self.data, self.head = items, data, head
 
 
 class Node:
@@ -164,6 +173,7 @@ class LiveGame:
         self._round_end: asyncio.Future[None] | None = None  # made when asked for: done as the round ends
         self._news: list[Record] = []  # from the tail while a round was in flight
         self._behind = False  # the stream holds versions this node has not folded
+        self._diverged = False  # the stream no longer holds what this node folded: read it all again
         self._tail: asyncio.Task[None] | None = None
         self._refreshing: asyncio.Future[bool] | None = None  # a read in flight that callers share
         # Written once, at creation: read once, by the first caller, and shared with those that ask meanwhile.
@@ -204,12 +214,15 @@ class LiveGame:
 
     async def _work(self) -> None:
         try:
-            while self._waiting or self._behind or self._news:
+            while self._waiting or self._behind or self._news or self._diverged:
                 if self._behind:
                     await self._catch_up()
                 if self._news:
                     news, self._news = self._news, []
                     self._take(news)
+                if self._diverged:  # found by the store, the catch-up or the fold
+                    await self._read_again()
+                    continue
                 if self._waiting:
                     batch, self._waiting = self._waiting, []
                     await self._round_guarded(batch)
@@ -259,6 +272,8 @@ class LiveGame:
             else:
                 failed = True
                 self._behind = True
+                if isinstance(result, HistoryChanged):
+                    self._diverged = True
                 if isinstance(result, Appended):  # an id accepted before: its first answer
                     repeated.append((submission, result))
                 elif isinstance(result, ConcurrencyConflict):
@@ -305,7 +320,7 @@ class LiveGame:
     def _decide(self, batch: list[Submission]) -> tuple[list[_Plan], list[tuple[Submission, Rejected]]]:
         """Decide each command on the state the ones before it leave."""
         folded = self.folded
-        state, version, head = folded.board.game, folded.version, folded.head
+        state, version, head, line = folded.board.game, folded.version, folded.head, folded.line
         at, signer = self._node.clock(), self._node.signer
         plans: list[_Plan] = []
         refused: list[tuple[Submission, Rejected]] = []
@@ -325,8 +340,8 @@ class LiveGame:
             items, data, head = envelope.seal(
                 self.game_id, version, head, at, command.id, command.seat, events, signer
             )
-            plans.append(_Plan(submission, version, items, data, head))
-            version += len(events)
+            plans.append(_Plan(submission, version, line, items, data, head))
+            version, line = version + len(events), data[-1]
             accepted = events
         return plans, refused
 
@@ -335,7 +350,7 @@ class LiveGame:
         if not plans:
             return []
         # One plan or many: the store picks its cheapest call for the batch.
-        batch = [(self.game_id, p.expected, p.data, p.submission.key) for p in plans]
+        batch = [Append(self.game_id, p.expected, p.data, p.submission.key, p.after) for p in plans]
         return await self._node.store.append_many(batch)
 
     async def _count_ended(self) -> None:
@@ -407,13 +422,26 @@ class LiveGame:
         # Reading from the last known version itself (not after it) tells a quiet game from a deleted one.
         records = await self._node.store.read(self.game_id, max(0, self.version - 1))
         if not records and self.version > 0:
-            self.gone = True
-            return False
+            if await self._node.store.version(self.game_id) == 0:
+                self.gone = True
+                return False
+            return await self._diverged_from()  # the stream is behind what this node folded
         if self._worker is not None:
             self._news += records  # folded by the worker once its round is over
-        else:
+            return True
+        try:
             self._take(records, strict=True)
+        except Diverged:
+            return await self._diverged_from()
         return True
+
+    async def _diverged_from(self) -> bool:
+        """The stream no longer holds what this node folded: read the game again now, or have the worker
+        do it once its round is over (a round's fold must not meet another game state)."""
+        if self._worker is not None:
+            self._diverged = True
+            return True
+        return await self._reload()
 
     async def _catch_up(self) -> None:
         self._behind = False
@@ -432,13 +460,19 @@ class LiveGame:
             self._node.metrics.redis_errors.inc()
 
     def _take(self, records: Sequence[Record], strict: bool = False) -> None:
-        """Fold records from the stream and fan out the new ones; a gap makes the worker read first."""
+        """Fold records from the stream and fan out the new ones; a gap makes the worker read first, and
+        a stream that went another way makes it read the whole game again (strict: raises Diverged)."""
         try:
             fresh = self.folded.fold(records)
         except GapError:
             self._behind = True
-            if self._worker is None:
-                self._worker = asyncio.get_running_loop().create_task(self._work())
+            self._start_worker()
+            return
+        except Diverged:
+            if strict:
+                raise
+            self._diverged = True
+            self._start_worker()
             return
         except UnreadableGame as exc:
             if strict:
@@ -452,6 +486,54 @@ class LiveGame:
         if fresh:
             self._publish(fresh)
             self._observe_lag()
+
+    def _start_worker(self) -> None:
+        if self._worker is None:
+            self._worker = asyncio.get_running_loop().create_task(self._work())
+
+    async def _reload(self) -> bool:
+        """Read the whole game again and close every follower (HISTORY_CHANGED), which comes back to the
+        game as the stream now holds it; False when the stream is gone.
+
+        Raises: StoreUnavailable, UnreadableGame.
+        """
+        self._diverged = False
+        records = await self._node.store.read(self.game_id)
+        if not records:
+            self.gone = True
+            return False
+        folded = self.folded.empty()
+        folded.fold(records)
+        log.warning(
+            "the stream no longer holds what this node folded: game read again",
+            extra={"game_id": self.game_id, "version": self.version, "stream_version": folded.version},
+        )
+        self.folded = folded
+        self._node.metrics.history_changed.inc()
+        reason = f"the game's history changed (the store lost writes); reconnect: version {folded.version}"
+        for follower in self.followers:
+            follower.outbox.shut(HISTORY_CHANGED, reason)
+        if self.watcher is not None:
+            self.watcher(self)
+        return True
+
+    async def _read_again(self) -> None:
+        """The worker's `_reload`: commands waiting are decided on what it reads, or answered with why it
+        could not read."""
+        try:
+            if await self._reload():
+                return
+            error: Exception = UnknownGame("no such game")
+        except UnreadableGame as exc:
+            self._node.damaged(exc)
+            self.damage = error = exc
+        except StoreError as exc:
+            self._node.metrics.redis_errors.inc()
+            self._behind = True  # read again by the next catch-up, which finds the stream changed again
+            error = exc
+        for submission in self._waiting:
+            submission.answer(error)
+        self._waiting = []
 
     # Followers and fan-out --------------------------------------------------------------------------
 

@@ -44,6 +44,9 @@ POLICY = 1008
 TOO_SLOW = 1013
 # The game's stored history cannot be read: reconnecting cannot help until an operator restores it.
 DAMAGED = 1011
+# The stream no longer holds what this connection was sent (the store lost acknowledged writes and others
+# were written at their versions): reconnect, and take the game as the new welcome and history give it.
+HISTORY_CHANGED = 4001
 HISTORY_CHUNK = 200
 # RFC 6455: a close frame's payload is at most 125 bytes, two of them the code.
 MAX_CLOSE_REASON_BYTES = 123

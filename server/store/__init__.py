@@ -5,6 +5,7 @@ The port and its error tree live in `server.store.port`; the adapters are `serve
 """
 
 from server.store.port import (
+    Append,
     Appended,
     ConcurrencyConflict,
     Current,
@@ -12,6 +13,7 @@ from server.store.port import (
     GameExists,
     GameFenced,
     GameNotFound,
+    HistoryChanged,
     Known,
     Listed,
     StoreError,
@@ -22,12 +24,14 @@ from server.store.port import (
 )
 
 __all__ = [
+    "Append",
     "Appended",
     "ConcurrencyConflict",
     "EventStore",
     "GameExists",
     "GameFenced",
     "GameNotFound",
+    "HistoryChanged",
     "Current",
     "Known",
     "Listed",

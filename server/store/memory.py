@@ -12,12 +12,14 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
 from server.engine.envelope import Record
 from server.store import (
+    Append,
     Appended,
     ConcurrencyConflict,
     Current,
     GameExists,
     GameFenced,
     GameNotFound,
+    HistoryChanged,
     Known,
     Listed,
     StoreError,
@@ -112,12 +114,18 @@ class MemoryEventStore:
         await self._notify(game_id)
 
     async def append(
-        self, game_id: str, expected: int, envelopes: Sequence[bytes], command_key: str
+        self,
+        game_id: str,
+        expected: int,
+        envelopes: Sequence[bytes],
+        command_key: str,
+        after: bytes | None = None,
     ) -> Appended:
-        """Append envelopes as versions expected+1.. atomically, once per command key (game-scoped).
+        """Append envelopes as versions expected+1.. atomically, once per command key (game-scoped), and
+        with `after` only after that line.
 
-        Raises: ConcurrencyConflict (GameNotFound when the game was never created), ValueError for an
-        empty batch.
+        Raises: ConcurrencyConflict (GameNotFound when the game was never created), HistoryChanged,
+        ValueError for an empty batch.
         """
         if not envelopes:
             raise ValueError("append needs at least one envelope")
@@ -131,27 +139,28 @@ class MemoryEventStore:
             raise GameFenced(f"game {game_id!r} is being archived: it takes no more commands")
         if len(game.envelopes) != expected:
             raise ConcurrencyConflict(game_id, expected, len(game.envelopes))
+        if after is not None and expected > 0 and game.envelopes[expected - 1] != after:
+            raise HistoryChanged(game_id, expected)
         game.envelopes.extend(bytes(data) for data in envelopes)
         outcome = Appended(expected + 1, len(game.envelopes))
         game.commands[command_key] = outcome
         await self._notify(game_id)
         return outcome
 
-    async def append_many(
-        self, batch: Sequence[tuple[str, int, Sequence[bytes], str]]
-    ) -> list[Appended | StoreError]:
+    async def append_many(self, batch: Sequence[Append]) -> list[Appended | StoreError]:
         """Several appends in order, each with its own result or error; after a game's append that wrote
         nothing, that game's later ones write nothing either (a conflict each: see the port)."""
         results: list[Appended | StoreError] = []
         stopped: set[str] = set()
-        for game_id, expected, envelopes, command_key in batch:
+        for item in batch:
+            game_id, expected, envelopes, command_key, after = Append(*item)
             try:
                 if game_id in stopped:
                     game = self._games.get(game_id)
                     if game is None:
                         raise GameNotFound(game_id, expected)
                     raise ConcurrencyConflict(game_id, expected, len(game.envelopes))
-                result = await self.append(game_id, expected, envelopes, command_key)
+                result = await self.append(game_id, expected, envelopes, command_key, after)
             except StoreError as exc:
                 stopped.add(game_id)
                 results.append(exc)

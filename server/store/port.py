@@ -4,7 +4,9 @@
     ├── StoreUnavailable     the store cannot be reached or did not answer in time (retry later)
     ├── StoreFull            the store is out of memory and refuses writes (nothing was written)
     ├── ConcurrencyConflict  the stream is not at the expected version (re-read and re-decide)
-    │   └── GameNotFound     append to a game never created (a re-read finds version 0)
+    │   ├── GameNotFound     append to a game never created (a re-read finds version 0)
+    │   └── HistoryChanged   the stream is at the expected version, but its last line is not the one the
+    │                        append follows (acknowledged appends were lost: read the game again)
     ├── GameExists           a game with this id was already created
     ├── TooManyGames         the store holds its maximum of live games (nothing was written)
     └── UnreadableGame       a stored envelope does not decode (damaged, or from a newer schema)
@@ -25,7 +27,7 @@ bulk, expiring on its own, never part of the game's stream.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import msgspec
 
@@ -51,6 +53,17 @@ class ConcurrencyConflict(StoreError):
     def __init__(self, game_id: str, expected: int, actual: int) -> None:
         super().__init__(f"game {game_id!r} is at version {actual}, not {expected}")
         self.game_id, self.expected, self.actual = game_id, expected, actual
+
+
+class HistoryChanged(ConcurrencyConflict):
+    """The stream is at the expected version, but its last line is not the one the append was decided
+    after: the store lost acknowledged appends (a Redis failover, a crash before the disk had them) and
+    others were written at their versions since. Nothing was written; what the caller folded is no
+    longer the game, so it must read the whole game again, not only what follows its version."""
+
+    def __init__(self, game_id: str, expected: int) -> None:
+        super().__init__(game_id, expected, expected)
+        self.args = (f"game {game_id!r} holds another line at version {expected} than the one held",)
 
 
 class GameNotFound(ConcurrencyConflict):
@@ -101,6 +114,16 @@ class Appended(msgspec.Struct, frozen=True):
     duplicate: bool = False
 
 
+class Append(NamedTuple):
+    """One append of a batch (`EventStore.append_many`); `after`, as in `EventStore.append`."""
+
+    game_id: str
+    expected: int
+    envelopes: Sequence[bytes]
+    command_key: str
+    after: bytes | None = None
+
+
 # The caller's version of a game, awaited once its own appends in flight have landed.
 Known = Callable[[], Awaitable[int]]
 # The caller's version of a game now, without waiting.
@@ -148,18 +171,25 @@ class EventStore(Protocol):
         """
 
     async def append(
-        self, game_id: str, expected: int, envelopes: Sequence[bytes], command_key: str
+        self,
+        game_id: str,
+        expected: int,
+        envelopes: Sequence[bytes],
+        command_key: str,
+        after: bytes | None = None,
     ) -> Appended:
         """Append envelopes as versions expected+1.. atomically, once per command key (game-scoped).
 
-        A command key seen before returns its first outcome with duplicate=True and writes nothing.
-        Raises: ConcurrencyConflict, StoreFull, StoreUnavailable.
+        A command key seen before returns its first outcome with duplicate=True and writes nothing. With
+        `after`, the line the caller holds at version `expected`, the append is written only if the
+        stream's line there is that one (the version alone cannot tell a stream that lost appends and
+        was written again at their versions).
+        Raises: ConcurrencyConflict, HistoryChanged, StoreFull, StoreUnavailable.
         """
 
-    async def append_many(
-        self, batch: Sequence[tuple[str, int, Sequence[bytes], str]]
-    ) -> list[Appended | StoreError]:
-        """Several appends (game, expected, envelopes, command key) in one round trip where the store can.
+    async def append_many(self, batch: Sequence[Append]) -> list[Appended | StoreError]:
+        """Several appends (game, expected, envelopes, command key[, after]) in one round trip where the
+        store can.
 
         Each is atomic on its own and gets its own result or error, as `append` would give it, with one
         rule more: a game's appends in a batch are a chain, each decided on the state the ones before it

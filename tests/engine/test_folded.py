@@ -14,7 +14,7 @@ from orchestra_client import DeltaMismatch, apply_delta
 from projections import ViewDelta, project, render
 from server.config import Settings
 from server.engine import envelope
-from server.engine.folded import SPACES_CACHE_BYTES, FoldedGame, GapError
+from server.engine.folded import SPACES_CACHE_BYTES, Diverged, FoldedGame, GapError
 from server.engine.games import Games
 from server.engine.owner import Follower
 from server.protocol.frames import DeltaFrame, EventsFrame, encode
@@ -119,6 +119,31 @@ async def test_ingest_skips_what_it_has_seen_and_refuses_a_gap() -> None:
     assert live.view_json == msgspec.json.encode(
         project([envelope.decode(r.data).event for r in records]).view
     )
+
+
+async def test_a_stream_that_no_longer_holds_what_was_folded_is_refused_and_changes_nothing() -> None:
+    """Two writers of one game from version 2 on, as after a store lost this node's version 3: the other
+    stream has another line at 3, and its 4 chains to that line, not to this node's."""
+    service = Games(MemoryEventStore())
+    game_id = (await service.create(["Ada", "Ben"])).game_id
+    await service.handle(game_id, Place(seat=0, id="p0", token=RepairToken("winds"), space="oboe"))
+    branch = await service.store.read(game_id)
+    other = Games(MemoryEventStore())
+    await other.store.restore(game_id, [r.data for r in branch], {}, {})
+    await service.handle(game_id, Place(seat=1, id="m1", token=RepairToken("winds"), space="oboe"))
+    await other.handle(game_id, Place(seat=1, id="t1", token=PerformanceToken("baroque"), space="violin_bc"))
+    await other.handle(game_id, Place(seat=0, id="t2", token=RepairToken("strings"), space="viola"))
+    ours, theirs = await service.store.read(game_id, 0, 3), await other.store.read(game_id)
+    assert [r.version for r in theirs] == [1, 2, 3, 4] and ours[2] != theirs[2]
+    live = FoldedGame(game_id)
+    live.fold(ours)
+    before = (live.version, live.head, live.view_json)
+    with pytest.raises(Diverged, match="another line at version 3"):
+        live.fold(theirs[2:])  # what a refresh reads: from the version held on
+    with pytest.raises(Diverged, match="version 4 does not follow version 3"):
+        live.fold(theirs[3:])  # what a tail reads: past the version held
+    assert (live.version, live.head, live.view_json) == before
+    assert len(live.fold(ours)) == 0  # the lines it holds again: skipped, no complaint
 
 
 async def test_a_frame_holding_the_view_struct_is_the_frame_holding_the_encoded_view() -> None:

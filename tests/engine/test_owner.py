@@ -21,7 +21,7 @@ from server.engine.games import Games
 from server.engine.owner import Follower, LiveGame, Outcome
 from server.engine.signing import Keyring
 from server.ops.verify import verify
-from server.store import Appended, StoreError, StoreUnavailable
+from server.store import Append, Appended, StoreError, StoreUnavailable
 from server.store.memory import MemoryEventStore
 
 
@@ -42,17 +42,20 @@ class Recorded(MemoryEventStore):
             await self.release.wait()
 
     async def append(
-        self, game_id: str, expected: int, envelopes: Sequence[bytes], command_key: str
+        self,
+        game_id: str,
+        expected: int,
+        envelopes: Sequence[bytes],
+        command_key: str,
+        after: bytes | None = None,
     ) -> Appended:
         if not self._grouped:
             self.calls.append([command_key])
             await self._gate(game_id)
-        return await super().append(game_id, expected, envelopes, command_key)
+        return await super().append(game_id, expected, envelopes, command_key, after)
 
-    async def append_many(
-        self, batch: Sequence[tuple[str, int, Sequence[bytes], str]]
-    ) -> list[Appended | StoreError]:
-        self.calls.append([key for _, _, _, key in batch])
+    async def append_many(self, batch: Sequence[Append]) -> list[Appended | StoreError]:
+        self.calls.append([item.command_key for item in batch])
         await self._gate(batch[0][0])
         self._grouped = True
         try:

@@ -11,12 +11,14 @@ from support.redis import bounded, new_id
 
 from server.engine.envelope import Record
 from server.store import (
+    Append,
     Appended,
     ConcurrencyConflict,
     EventStore,
     GameExists,
     GameFenced,
     GameNotFound,
+    HistoryChanged,
 )
 
 CREDENTIALS = {"seat:0": "hash-a", "seat:1": "hash-b", "watch": "hash-w"}
@@ -288,6 +290,51 @@ async def test_append_many_writes_none_of_a_games_appends_after_one_of_them_was_
     assert results[0] == Appended(4, 4, duplicate=True)
     assert isinstance(results[1], ConcurrencyConflict) and results[1].actual == 5
     assert await bounded(store.version(one)) == 5
+
+
+async def test_an_append_after_the_line_the_stream_holds_at_its_version_lands(store: EventStore) -> None:
+    game_id = await game(store, 2)
+    assert await bounded(store.append(game_id, 2, [env(3)], "a", after=env(2))) == Appended(3, 3)
+    assert await bounded(store.read(game_id)) == records(1, 2, 3)
+
+
+async def test_an_append_after_another_line_than_the_streams_is_refused_and_writes_nothing(
+    store: EventStore,
+) -> None:
+    """The version matches, but the line there is not the one the caller folded: the store lost the
+    caller's line and another was written at its version. The version alone cannot tell."""
+    game_id = await game(store, 2)
+    with pytest.raises(HistoryChanged) as caught:
+        await bounded(store.append(game_id, 2, [env(3)], "a", after=b'{"lost":2}'))
+    assert isinstance(caught.value, ConcurrencyConflict)
+    assert (caught.value.game_id, caught.value.expected, caught.value.actual) == (game_id, 2, 2)
+    assert await bounded(store.read(game_id)) == records(1, 2)
+    assert await bounded(store.outcome(game_id, "a")) is None
+    # The version is checked first: a stale version is a plain conflict, whatever the line.
+    with pytest.raises(ConcurrencyConflict) as stale:
+        await bounded(store.append(game_id, 1, [env(2)], "b", after=b'{"lost":1}'))
+    assert not isinstance(stale.value, HistoryChanged) and stale.value.actual == 2
+
+
+async def test_append_many_checks_each_appends_line_and_stops_the_games_chain_at_a_changed_one(
+    store: EventStore,
+) -> None:
+    one, two = await game(store, 2), await game(store)
+    results = await bounded(
+        store.append_many(
+            [
+                Append(one, 2, [env(3)], "a", after=b'{"lost":2}'),  # another line at 2: refused
+                Append(two, 1, [env(2)], "x", after=env(1)),  # another game, the right line: written
+                Append(one, 3, [env(4)], "b", after=env(3)),  # decided after "a": not written
+                Append(two, 2, [env(3)], "y", after=env(2)),  # chained on "x": written
+            ]
+        )
+    )
+    assert isinstance(results[0], HistoryChanged)
+    assert results[1] == Appended(2, 2) and results[3] == Appended(3, 3)
+    assert isinstance(results[2], ConcurrencyConflict) and results[2].actual == 2
+    assert await bounded(store.read(one)) == records(1, 2)
+    assert await bounded(store.read(two)) == records(1, 2, 3)
 
 
 async def test_ping_answers_true(store: EventStore) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
 from types import TracebackType
 from typing import Any, cast
@@ -24,12 +25,14 @@ from redis.commands.core import AsyncScript
 
 from server.engine.envelope import Record
 from server.store import (
+    Append,
     Appended,
     ConcurrencyConflict,
     Current,
     GameExists,
     GameFenced,
     GameNotFound,
+    HistoryChanged,
     Known,
     Listed,
     StoreError,
@@ -146,6 +149,8 @@ def _translate(exc: BaseException, game_id: str = "", expected: int = 0) -> Stor
     if isinstance(exc, rx.ResponseError):
         if message.startswith("CONFLICT "):
             return ConcurrencyConflict(game_id, expected, int(message.split()[1]))
+        if message.startswith("CHANGED"):
+            return HistoryChanged(game_id, expected)
         if message.startswith("NOGAME"):
             return GameNotFound(game_id, expected)
         if message.startswith("EXISTS"):
@@ -168,6 +173,11 @@ async def _finished(read: Coroutine[Any, Any, list[Record]]) -> list[Record]:
     task = asyncio.ensure_future(read)
     task.add_done_callback(retrieved)
     return await asyncio.shield(task)
+
+
+def _digest(line: bytes | None) -> str:
+    """What the append scripts compare with the line at the expected version ('' skips the check)."""
+    return "" if line is None else hashlib.sha1(line, usedforsecurity=False).hexdigest()
 
 
 def _version_of(entry_id: bytes) -> int:
@@ -358,26 +368,29 @@ class RedisEventStore:
             raise
 
     async def append(
-        self, game_id: str, expected: int, envelopes: Sequence[bytes], command_key: str
+        self,
+        game_id: str,
+        expected: int,
+        envelopes: Sequence[bytes],
+        command_key: str,
+        after: bytes | None = None,
     ) -> Appended:
-        """Append envelopes as versions expected+1.. atomically, once per command key (game-scoped).
+        """Append envelopes as versions expected+1.. atomically, once per command key (game-scoped), and
+        with `after` only after that line.
 
         A command key seen before returns its first outcome with duplicate=True and writes nothing.
-        Raises: ConcurrencyConflict (GameNotFound for a game never created), StoreFull, StoreUnavailable,
-        ValueError for an empty batch.
+        Raises: ConcurrencyConflict (GameNotFound for a game never created), HistoryChanged, StoreFull,
+        StoreUnavailable, ValueError for an empty batch.
         """
         if not envelopes:
             raise ValueError("append needs at least one envelope")
         keys = self._game_keys(game_id, commands_key(game_id))
-        first, last, duplicate = await self._script(
-            self._append, keys, [expected, command_key, *envelopes], game_id, expected
-        )
+        args: list[bytes | str | int] = [expected, command_key, _digest(after), *envelopes]
+        first, last, duplicate = await self._script(self._append, keys, args, game_id, expected)
         return Appended(int(first), int(last), bool(duplicate))
 
-    async def append_many(
-        self, batch: Sequence[tuple[str, int, Sequence[bytes], str]]
-    ) -> list[Appended | StoreError]:
-        """Several appends (game, expected, envelopes, command key) in one pipelined round trip.
+    async def append_many(self, batch: Sequence[Append]) -> list[Appended | StoreError]:
+        """Several appends (game, expected, envelopes, command key[, after]) in one pipelined round trip.
 
         Each is its own atomic script call, run in order; each gets its own result or error, as `append`
         would give it. A connection failure answers every one with StoreUnavailable.
@@ -392,8 +405,8 @@ class RedisEventStore:
         # A Cluster: one call per game (its keys share a slot; another game's may live on another node),
         # pipelined: redis-py sends each to its slot's node.
         by_game: dict[str, list[int]] = {}
-        for index, (game_id, _, _, _) in enumerate(batch):
-            by_game.setdefault(game_id, []).append(index)
+        for index, item in enumerate(batch):
+            by_game.setdefault(item[0], []).append(index)
         pipe = self._client.pipeline(transaction=False)
         for indexes in by_game.values():
             keys, args = self._append_many_call(batch, indexes, 2)
@@ -410,15 +423,13 @@ class RedisEventStore:
         for indexes, reply in zip(by_game.values(), replies, strict=True):
             if isinstance(reply, BaseException):
                 for index in indexes:
-                    game_id, expected, _, _ = batch[index]
+                    game_id, expected = batch[index][:2]
                     results[index] = _translate(reply, game_id, expected)
             else:
                 results.update(zip(indexes, self._results(batch, indexes, reply), strict=True))
         return [results[index] for index in range(len(batch))]
 
-    async def _append_in_one_call(
-        self, batch: Sequence[tuple[str, int, Sequence[bytes], str]]
-    ) -> list[Appended | StoreError]:
+    async def _append_in_one_call(self, batch: Sequence[Append]) -> list[Appended | StoreError]:
         every = list(range(len(batch)))
         keys, args = self._append_many_call(batch, every, 3)
         try:
@@ -428,28 +439,26 @@ class RedisEventStore:
         return self._results(batch, every, replies)
 
     def _append_many_call(
-        self, batch: Sequence[tuple[str, int, Sequence[bytes], str]], indexes: list[int], stride: int
+        self, batch: Sequence[Append], indexes: list[int], stride: int
     ) -> tuple[list[str], list[bytes | str | int]]:
         """The keys and arguments of APPEND_MANY for the appends of `batch` at `indexes`."""
         keys: list[str] = []
         args: list[bytes | str | int] = [stride]
         for index in indexes:
-            game_id, expected, envelopes, command_key = batch[index]
+            game_id, expected, envelopes, command_key, after = Append(*batch[index])
             if not envelopes:
                 raise ValueError("append needs at least one envelope")
             keys += [events_key(game_id), commands_key(game_id)]
             if stride == 3:
                 keys.append(appended_channel(game_id, self._db))
-            args += [expected, command_key, len(envelopes), *envelopes]
+            args += [expected, command_key, _digest(after), len(envelopes), *envelopes]
         return keys, args
 
     @staticmethod
-    def _results(
-        batch: Sequence[tuple[str, int, Sequence[bytes], str]], indexes: list[int], replies: Any
-    ) -> list[Appended | StoreError]:
+    def _results(batch: Sequence[Append], indexes: list[int], replies: Any) -> list[Appended | StoreError]:
         results: list[Appended | StoreError] = []
         for index, reply in zip(indexes, replies, strict=True):
-            game_id, expected, _, _ = batch[index]
+            game_id, expected = batch[index][:2]
             if int(reply[0]) < 0:
                 message = reply[1].decode() if isinstance(reply[1], bytes) else str(reply[1])
                 results.append(_translate(rx.ResponseError(message), game_id, expected))

@@ -76,12 +76,15 @@ def appended_channel(game_id: str, db: int = 0) -> str:
 # first outcome.
 FENCE_FIELD = "!fenced"
 
-# KEYS: events, commands[, channel]. ARGV: expected version, command key, envelope...
+# KEYS: events, commands[, channel]. ARGV: expected version, command key, after, envelope...
 # -> {first, last, duplicate}. With a channel (standalone Redis), the new version is published on it; a
 # Cluster would broadcast every publish to all its nodes, so there tails block on XREAD instead.
 # The version is the top entry's id, never XLEN: XLEN would lie after any trim or deletion. The command
 # key is checked before the version, because a retried command must get its first outcome back even
-# when other commands have moved the game on since.
+# when other commands have moved the game on since. `after` is the SHA-1 (hex) of the line the caller
+# holds at the expected version, or '' to skip the check: another line there (acknowledged appends lost,
+# others written at their versions since) answers CHANGED. SHA-1 only names a line without sending it:
+# whoever could forge a collision could write the stream directly anyway.
 APPEND = """
 local seen = redis.call('HGET', KEYS[2], ARGV[2])
 if seen then
@@ -94,7 +97,8 @@ if #top == 0 then return redis.error_reply('NOGAME') end
 local version = tonumber(string.match(top[1][1], '^0%-(%d+)$'))
 local expected = tonumber(ARGV[1])
 if version ~= expected then return redis.error_reply('CONFLICT ' .. version) end
-for i = 3, #ARGV do
+if ARGV[3] ~= '' and redis.sha1hex(top[1][2][2]) ~= ARGV[3] then return redis.error_reply('CHANGED') end
+for i = 4, #ARGV do
   version = version + 1
   redis.call('XADD', KEYS[1], '0-' .. version, 'e', ARGV[i])
 end
@@ -144,9 +148,10 @@ return n
 
 # Many appends in one call: of any games on a standalone Redis, of one game in a Cluster (its keys share a
 # slot). ARGV[1]: the keys of each append, 3 (events, commands, channel) or 2 (no channel: no notice).
-# KEYS: those of each append in turn. ARGV from 2: per append, expected version, command key, the number n
-# of envelopes, then the n envelopes. Each append is checked and written as APPEND does, in order, and gets
-# its own result: {first, last, duplicate}, or {-1, 'CONFLICT <v>' | 'NOGAME' | 'FENCED'}. A game's
+# KEYS: those of each append in turn. ARGV from 2: per append, expected version, command key, after, the
+# number n of envelopes, then the n envelopes. Each append is checked and written as APPEND does, in order,
+# and gets its own result: {first, last, duplicate}, or {-1, 'CONFLICT <v>' | 'CHANGED' | 'NOGAME' |
+# 'FENCED'}. A game's
 # appends are a chain (each decided on the state the ones before it leave): after one that wrote nothing,
 # the game's later ones write nothing and get CONFLICT with its version (NOGAME without a stream).
 APPEND_MANY = """
@@ -154,16 +159,16 @@ local stride = tonumber(ARGV[1])
 local results = {}
 local stopped = {}
 local a = 2
-local function at_version(events)
+local function at_top(events)
   local top = redis.call('XREVRANGE', events, '+', '-', 'COUNT', 1)
   if #top == 0 then return nil end
-  return tonumber(string.match(top[1][1], '^0%-(%d+)$'))
+  return tonumber(string.match(top[1][1], '^0%-(%d+)$')), top[1][2][2]
 end
 for i = 1, #KEYS, stride do
   local events, commands = KEYS[i], KEYS[i + 1]
-  local expected, key, n = tonumber(ARGV[a]), ARGV[a + 1], tonumber(ARGV[a + 2])
-  local first_envelope = a + 3
-  a = a + 3 + n
+  local expected, key, after, n = tonumber(ARGV[a]), ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3])
+  local first_envelope = a + 4
+  a = a + 4 + n
   local result
   local seen = not stopped[events] and redis.call('HGET', commands, key)
   if seen then
@@ -172,11 +177,13 @@ for i = 1, #KEYS, stride do
   elseif not stopped[events] and redis.call('HEXISTS', commands, '!fenced') == 1 then
     result = {-1, 'FENCED'}
   else
-    local version = at_version(events)
+    local version, line = at_top(events)
     if version == nil then
       result = {-1, 'NOGAME'}
     elseif stopped[events] or version ~= expected then
       result = {-1, 'CONFLICT ' .. version}
+    elseif after ~= '' and redis.sha1hex(line) ~= after then
+      result = {-1, 'CHANGED'}
     else
       for j = first_envelope, first_envelope + n - 1 do
         version = version + 1
