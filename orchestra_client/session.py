@@ -28,6 +28,9 @@ PLACEMENT_EVENTS = ("ChairClaimed", "ChairStolen", "PlacedBelowLine")
 # stored history cannot be read (1011, damaged_game). Every other end of a connection (a drop, 1012
 # "service restart", 1013 "try again later") is retried.
 REFUSED = frozenset({1008, 1011})
+# The server's store no longer holds what this connection was sent (it lost acknowledged writes, and
+# others were written at their versions): the resume takes the whole history again, from version 0.
+HISTORY_CHANGED = 4001
 # Resuming: waits drawn at random up to a ceiling that doubles from BACKOFF_BASE to BACKOFF_CAP ("full
 # jitter"), so clients that lost one server together do not all come back in the same instant; a
 # session gives up after RESUME_FOR seconds without a welcome.
@@ -385,6 +388,9 @@ class GameClient(FrameStream):
             await self._ws.send(_encode(frame).decode())
 
     async def _reopen(self) -> None:
+        if self.closed_with is not None and self.closed_with[0] == HISTORY_CHANGED:
+            self.envelopes.clear()
+            self.version = 0
         await self._open(self.version)
 
     async def _resumed(self) -> None:

@@ -23,6 +23,9 @@ export const FAMILIES: readonly Family[];
 export const MATERIALS: readonly Material[];
 /** 1008 (refused) and 1011 (damaged game): a connection closed with one of them does not resume. */
 export const FINAL_CLOSE_CODES: readonly number[];
+/** 4001: the server's store lost envelopes this connection was sent; it resumes from version 0, so the
+ * history follows again whole ("reconnecting" tells the code first: drop what you logged). */
+export const HISTORY_CHANGED: 4001;
 /** The events of a placement: the ones a `PlacementTakenBack` can follow. */
 export const PLACEMENT_EVENTS: readonly ["ChairClaimed", "ChairStolen", "PlacedBelowLine"];
 

@@ -6,7 +6,7 @@
 // HTTP: createGame, listGames, getView, getPresence, getEvents, getLegal. The websocket: connect() -> a
 // Connection that keeps `view` current (applying view deltas itself) and `presence` (who is at the
 // table), answers place(), takeBack() and endGame() with promises, and resumes by itself after a drop,
-// 1012 or 1013 with `since`, so no envelope is missed or repeated.
+// 1012 or 1013 with `since`, so no envelope is missed or repeated (after 4001, HISTORY_CHANGED, from 0).
 // The wall feed: connectWall() -> a WallConnection that keeps `games` (every public game on the wall)
 // current from the feed's changes.
 
@@ -17,6 +17,9 @@ export const MATERIALS = Object.freeze(["wood", "metal", "animal"]);
 
 /** Close codes after which resuming cannot help: refused (1008), the game's history unreadable (1011). */
 export const FINAL_CLOSE_CODES = Object.freeze([1008, 1011]);
+/** The server's store no longer holds what the connection was sent (it lost acknowledged writes, and
+ * others were written at their versions): the resume takes the whole history again, from version 0. */
+export const HISTORY_CHANGED = 4001;
 
 /** The events of a placement: the ones a `PlacementTakenBack` can follow. */
 export const PLACEMENT_EVENTS = Object.freeze(["ChairClaimed", "ChairStolen", "PlacedBelowLine"]);
@@ -485,6 +488,11 @@ export class Connection extends Resuming {
 
   _reopen() {
     return this._open(this.version, false);
+  }
+
+  _lost(code, reason) {
+    if (code === HISTORY_CHANGED) this.version = 0; // the envelopes held are not all the game's any more
+    super._lost(code, reason);
   }
 
   // One socket: the hello, then the welcome (resolves) or the refusal (rejects with its wire code and the

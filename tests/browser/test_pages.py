@@ -21,6 +21,7 @@ from support.browser import (
     wait_for_chairs,
     words_expected,
 )
+from support.redis import lose_after
 from support.servers import ServerProcess
 
 import domain
@@ -215,6 +216,39 @@ async def test_the_watch_page_recovers_from_a_server_restart_without_duplicate_l
     entries = sorted(await log_of(page), key=lambda entry: entry["version"])
     check_log(entries, envelopes, ["Ada", "Ben", "Cy"])
     await wait_for_board(page, await get_view(second.url, game_id))
+    assert await page.evaluate("window.notReloaded") is True
+
+
+async def test_the_watch_page_starts_its_log_anew_when_the_store_lost_envelopes_it_showed(
+    start_server: Callable[..., ServerProcess], redis_url: str, page: Any
+) -> None:
+    """Two nodes on one Redis. The store loses version 3, which the page showed, and the second node
+    writes another version 3: the page's node closes it with 4001, and the page logs the history again
+    as the stream holds it, without a page reload and without the lost line."""
+    first, second = start_server(), start_server()
+    game_id, tokens = await new_game(first.url)
+    await page.goto(f"{first.url}/games/{game_id}/watch")
+    await wait_for_log(page, 1)
+    await page.evaluate("window.notReloaded = true")
+    winds = {"kind": "repair", "family": "winds"}
+    async with await GameClient.connect(first.url, game_id, tokens[0]) as ada:
+        assert (await ada.place(winds, "oboe"))["version"] == 2
+        async with await GameClient.connect(first.url, game_id, tokens[1], reconnect=False) as ben:
+            lost = await ben.place(winds, "oboe")
+        assert lost["version"] == 3
+        await wait_for_log(page, 3)
+        lose_after(redis_url, game_id, 2, [f"1:{lost['id']}"])
+        async with await GameClient.connect(second.url, game_id, tokens[2], reconnect=False) as cy:
+            assert (await cy.place({"kind": "performance", "era": "baroque"}, "violin_bc"))["version"] == 3
+        assert (await ada.place(winds, "oboe"))["version"] == 4
+
+    envelopes = await get_events(first.url, game_id)
+    assert [envelope["seat"] for envelope in envelopes[1:]] == [0, 2, 0]
+    await wait_for_log(page, 4)
+    await asyncio.sleep(0.5)  # nothing more may arrive: a line kept from before would be one too many
+    entries = sorted(await log_of(page), key=lambda entry: entry["version"])
+    check_log(entries, envelopes, ["Ada", "Ben", "Cy"])
+    await wait_for_board(page, await get_view(first.url, game_id))
     assert await page.evaluate("window.notReloaded") is True
 
 

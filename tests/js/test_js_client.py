@@ -2,8 +2,9 @@
 
 The servers are real `orchestra serve` processes on the session's Redis; the Node tests (node's own test
 runner, clients/js/test/*.test.js) get their URLs from the environment, and a small control endpoint of
-this test to restart one of them (close 1012) or damage a game's stream (close 1011). Without Node 20+
-or without clients/js/node_modules (`npm ci` there), these tests skip saying so (and fail under CI).
+this test to restart one of them (close 1012), damage a game's stream (close 1011), or make the store
+lose a game's last envelopes (close 4001). Without Node 20+ or without clients/js/node_modules (`npm ci`
+there), these tests skip saying so (and fail under CI).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 import redis
+from support.redis import lose_after
 from support.servers import ServerProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
@@ -43,6 +45,7 @@ EXPECTED_TESTS = {
     "a server restart (1012) is resumed from where each client was",
     "1013 (a game full of connections) is retried until there is room",
     "1011 (the game's history damaged) is final: no retry, unanswered commands rejected",
+    "4001 (the store lost envelopes) resumes from 0: the history again as the stream holds it",
     "presence: a player and a spectator see each other, as getPresence does, and getView stays the view",
     "applyDelta cuts a list where a take-back's addition starts and gives the chair back",
     "takeBack: the game as before the placement, every view equals GET /games/{id}, lastPlacement follows",
@@ -89,10 +92,17 @@ def _damage(url: str, game_id: str, version: int) -> None:
 
 class Control(ThreadingHTTPServer):
     """POST /restart: SIGTERM the restartable server and start it again on its port; POST
-    /damage?game=ID&version=N: damage that game's stream. Answers once done."""
+    /damage?game=ID&version=N: damage that game's stream; POST /lose?game=ID&version=N&key=K: the
+    store loses what followed version N, and the command K (as a Redis failover can). Answers once
+    done."""
 
-    def __init__(self, restart: Callable[[], None], damage: Callable[[str, int], None]) -> None:
-        self.restart, self.damage = restart, damage
+    def __init__(
+        self,
+        restart: Callable[[], None],
+        damage: Callable[[str, int], None],
+        lose: Callable[[str, int, str], None],
+    ) -> None:
+        self.restart, self.damage, self.lose = restart, damage, lose
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 (the name http.server calls)
@@ -103,6 +113,8 @@ class Control(ThreadingHTTPServer):
                         restart()
                     elif parts.path == "/damage":
                         damage(query["game"], int(query["version"]))
+                    elif parts.path == "/lose":
+                        lose(query["game"], int(query["version"]), query["key"])
                     else:
                         self.send_error(404)
                         return
@@ -141,7 +153,11 @@ def control(
             old.terminate()  # SIGTERM: every client is closed with 1012
             started["restartable"] = start_server(port=port)
 
-    server = Control(restart, lambda game_id, version: _damage(redis_url, game_id, version))
+    server = Control(
+        restart,
+        lambda game_id, version: _damage(redis_url, game_id, version),
+        lambda game_id, version, key: lose_after(redis_url, game_id, version, [key]),
+    )
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -184,3 +184,24 @@ def redis_server_of(generation: str) -> redis_binary.RedisBinary | None:
         and (version >= redis_binary.PREFERRED) == (generation == "7")
     ]
     return redis_binary.choose(found)
+
+
+def lose_after(redis_url: str, game_id: str, version: int, command_keys: list[str]) -> None:
+    """Make a game's stream what a replica that never received what followed `version` holds: entries
+    that stop there (XDEL would leave the stream's last id at a lost entry, which Redis then refuses to
+    write again) and no record of the lost commands (`<seat>:<id>`)."""
+    client = redis.Redis.from_url(redis_url)
+    try:
+        key = f"orchestra:{{{game_id}}}:events"
+        kept = client.xrange(key, "-", f"0-{version}")
+        assert len(kept) == version
+        with client.pipeline(transaction=True) as rewrite:
+            rewrite.delete(key)
+            for entry_id, fields in kept:
+                rewrite.xadd(key, fields, id=entry_id)
+            if command_keys:
+                rewrite.hdel(f"orchestra:{{{game_id}}}:commands", *command_keys)
+            results = rewrite.execute()
+        assert not command_keys or results[-1] == len(command_keys), "a lost command was not recorded"
+    finally:
+        client.close()

@@ -1,10 +1,10 @@
 // Resuming: after a dropped connection, a server restart (1012) and a full game (1013), with no envelope
-// missed or repeated; 1008 and 1011 are final.
+// missed or repeated; after the store lost envelopes (4001), from version 0; 1008 and 1011 are final.
 
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { connect, createGame, getEvents, getView } from "../orchestra.js";
+import { connect, createGame, getEvents, getView, HISTORY_CHANGED } from "../orchestra.js";
 import {
   collect,
   control,
@@ -34,6 +34,8 @@ async function checkCaughtUp(url, gameId, connection, seen) {
   assert.deepEqual(seen, events.slice(seen[0].version - 1), "the envelopes the server holds");
   assert.deepEqual(connection.view, await getView(url, gameId));
 }
+
+const WINDS = { kind: "repair", family: "winds" };
 
 test("a dropped connection resumes with since: nothing missed or repeated, unanswered commands answered once", async () => {
   const url = servers.main;
@@ -156,4 +158,50 @@ test("1011 (the game's history damaged) is final: no retry, unanswered commands 
   assert.equal(proxy.connections, attempts, "no hello after 1011");
   assert.equal(closes.filter((code) => code === 1011).length, 1);
   await proxy.close();
+});
+
+test("4001 (the store lost envelopes) resumes from 0: the history again as the stream holds it", async () => {
+  // Two nodes on one Redis: `main` holds the connections, `restartable` writes after the loss.
+  const url = servers.main;
+  const created = await createGame(url, { players: ["Ada", "Ben", "Cy"] });
+  const [ada, ben] = await Promise.all(
+    [0, 1].map((seat) => connect(url, created.game_id, { token: created.seats[seat].token, WebSocket })),
+  );
+  const watcher = await connect(url, created.game_id, { since: 0, WebSocket });
+  const seen = collect(watcher);
+  const codes = [];
+  watcher.on("reconnecting", ({ code }) => {
+    codes.push(code);
+    if (code === HISTORY_CHANGED) seen.length = 0; // what a log does: the whole history follows again
+  });
+  try {
+    assert.equal((await ada.place({ token: WINDS, space: "oboe" })).version, 2);
+    const lost = await ben.place({ token: WINDS, space: "oboe" });
+    assert.equal(lost.version, 3);
+    await untilVersion(watcher, 3);
+    await control("lose", { game: created.game_id, version: 2, key: `1:${lost.id}` });
+    const cy = await connect(servers.restartable, created.game_id, {
+      token: created.seats[2].token,
+      reconnect: false,
+      WebSocket,
+    });
+    assert.equal(cy.version, 2);
+    const baroque = { kind: "performance", era: "baroque" };
+    assert.equal((await cy.place({ token: baroque, space: "violin_bc" })).version, 3);
+    await cy.close();
+    // Decided after the lost envelope: the node reads the game again and closes its connections with 4001;
+    // the command goes out again after the resume and is accepted after the other node's version 3.
+    assert.equal((await ada.place({ token: WINDS, space: "oboe" })).version, 4);
+    await untilVersion(watcher, 4);
+    const stream = await getEvents(url, created.game_id);
+    assert.deepEqual(codes, [HISTORY_CHANGED]);
+    assert.deepEqual(seen, stream);
+    assert.equal(stream[2].seat, 2, "Cy's version 3, not Ben's lost one");
+    for (const connection of [ada, ben, watcher]) {
+      await untilVersion(connection, 4);
+      assert.deepEqual(connection.view, await getView(url, created.game_id));
+    }
+  } finally {
+    await Promise.all([ada, ben, watcher].map((connection) => connection.close()));
+  }
 });

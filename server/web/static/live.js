@@ -1,7 +1,7 @@
 // The live board of the watch and play pages: the game's history and then its live events, over the
 // client library's connection, which keeps the view current and resumes by itself.
 
-import { connect } from "/client/orchestra.js";
+import { connect, HISTORY_CHANGED } from "/client/orchestra.js";
 import { $, Board, flash, gameId, origin, secret, showError, showWatching, status } from "./render.js";
 
 function ended(info) {
@@ -61,7 +61,11 @@ export async function livePage(extra = {}) {
     status("live", connection.view.ended ? "game over" : "live");
     extra.welcome?.(frame, connection);
   });
-  connection.on("reconnecting", () => status("reconnecting", "reconnecting\u2026"));
+  connection.on("reconnecting", ({ code }) => {
+    // The store lost envelopes this page logged: the whole history follows again, so start the log anew.
+    if (code === HISTORY_CHANGED && log) log.replaceChildren();
+    status("reconnecting", "reconnecting\u2026");
+  });
   connection.on("close", ended);
   return connection;
 }
