@@ -805,8 +805,15 @@ class RedisEventStore:
         for line in (self._line, self._reads):
             if line is not None:
                 await line.close()
-        await self._tail_client.aclose()
-        await self._client.aclose()
+        for client in (self._tail_client, self._client):
+            if isinstance(client, RedisCluster):
+                # A Cluster client closes its connections only while its view of the cluster is current:
+                # one a failure marked stale (a failover) is renewed first, or they would stay open. When
+                # that fails, redis-py closes them itself.
+                with contextlib.suppress(Exception):
+                    async with asyncio.timeout(self._timeout):
+                        await client.initialize()
+            await client.aclose()
 
 
 def _hash(reply: Any) -> dict[bytes, bytes]:
