@@ -1,18 +1,27 @@
 """A Redis Cluster master fails over to its replica while a game is played and followed: the store
-answers unavailable meanwhile, then appends and tails on the promoted replica, losing nothing."""
+answers unavailable meanwhile, then appends and tails on the promoted replica, losing nothing; and a
+failover that does lose an acknowledged append leaves the game one unbroken chain."""
 
 from __future__ import annotations
 
 import asyncio
+import signal
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import msgspec
 import pytest
 import redis
 import redis.asyncio
 from support.redis import RedisProcess, bounded, new_id, start_cluster
 
+from domain import Place, RepairToken
+from server.engine.games import Games
+from server.engine.owner import Follower
+from server.engine.signing import Keyring
+from server.ops.verify import verify
+from server.protocol.session import HISTORY_CHANGED
 from server.store import StoreError, StoreUnavailable
 from server.store.redis import RedisEventStore
 from server.store.redis._scripts import events_key
@@ -124,3 +133,102 @@ async def test_a_master_failover_loses_no_event_and_the_tail_resumes_on_the_prom
 async def _until(condition: Callable[[], bool]) -> None:
     while not condition():
         await asyncio.sleep(0.02)
+
+
+class _Closable:
+    """A follower's outbox that keeps how it was closed."""
+
+    def __init__(self) -> None:
+        self.closed_with: int | None = None
+
+    def put(self, data: bytes) -> None:
+        pass
+
+    def shut(self, code: int, reason: str) -> None:
+        self.closed_with = code
+
+
+async def _handled(games: Games, game_id: str, command: Place) -> int:
+    """The version a command landed at, retried while the store is unavailable (a failover)."""
+    deadline = time.monotonic() + FAILOVER_DEADLINE
+    while True:
+        try:
+            return (await bounded(games.handle(game_id, command), 10)).version
+        except StoreUnavailable:
+            assert time.monotonic() < deadline, "no command landed within the failover deadline"
+            await asyncio.sleep(0.1)
+
+
+async def test_a_failover_that_loses_an_acknowledged_append_leaves_one_unbroken_chain(
+    replicated_cluster: list[RedisProcess],
+) -> None:
+    """A real loss: the master acknowledges an append its replica never gets (cut off just before it)
+    and dies. Another node writes another version 3 on the promoted replica. The node that folded the
+    lost envelope must not write after it: its next command lands as version 4 on one unbroken chain."""
+    nodes = replicated_cluster
+    here_store = await bounded(RedisEventStore.from_url(nodes[0].url, cluster=True))
+    there_store = await bounded(RedisEventStore.from_url(nodes[0].url, cluster=True))
+    here, there = Games(here_store), Games(there_store)
+    try:
+        client = here_store.client
+        assert isinstance(client, redis.asyncio.RedisCluster)
+        await bounded(client.initialize())
+        # A game on a master other than the node the stores were given, which stays up.
+        while True:
+            game_id = (await bounded(here.create(["Ada", "Ben", "Cy"]))).game_id
+            owner = client.get_node_from_key(events_key(game_id))
+            assert owner is not None
+            if owner.port != nodes[0].port:
+                break
+        victim = next(i for i in range(MASTERS) if nodes[i].port == owner.port)
+        game = await bounded(here.get(game_id))
+        assert game is not None
+        outbox = _Closable()
+        game.follow(Follower(outbox))  # type: ignore[arg-type]
+
+        assert await _handled(here, game_id, _place(0, "kept")) == 2
+        replica = nodes[victim + MASTERS].process
+        assert replica is not None
+        with redis.Redis(port=nodes[victim].port, socket_timeout=10) as master:
+            assert master.wait(1, 5000) == 1
+            # The replica, stopped for a moment (well under the node timeout), is cut off and cannot come
+            # back before its master acknowledges the append and dies.
+            replica.send_signal(signal.SIGSTOP)
+            try:
+                master.client_kill_filter(_type="replica")
+                assert await _handled(here, game_id, _place(1, "lost")) == 3
+                nodes[victim].kill()
+            finally:
+                replica.send_signal(signal.SIGCONT)
+        deadline = time.monotonic() + FAILOVER_DEADLINE
+        while not _promoted(nodes[victim + MASTERS]):
+            assert time.monotonic() < deadline, "the replica was never promoted"
+            await asyncio.sleep(0.1)
+
+        async def stream() -> list[bytes]:
+            while True:
+                try:
+                    return [r.data for r in await bounded(there_store.read(game_id))]
+                except StoreUnavailable:
+                    await asyncio.sleep(0.1)
+
+        assert len(await stream()) == 2, "the replica had the append: no loss to test"
+        assert await _handled(there, game_id, _place(2, "there")) == 3
+        assert game.version == 3  # still the lost envelope
+        assert await _handled(here, game_id, _place(2, "after")) == 4
+
+        lines = await stream()
+        report = verify(lines, keys=Keyring([here.node.signer.public, there.node.signer.public]))
+        assert report.ok and report.envelopes == 4, report.problem
+        assert msgspec.json.decode(lines[2])["seat"] == 2  # the other node's version 3
+        assert game.folded.board.view == report.view
+        assert outbox.closed_with == HISTORY_CHANGED
+    finally:
+        await here.close()
+        await there.close()
+        await bounded(here_store.close())
+        await bounded(there_store.close())
+
+
+def _place(seat: int, id: str) -> Place:
+    return Place(seat=seat, id=id, token=RepairToken("winds"), space="oboe")
