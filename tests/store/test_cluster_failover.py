@@ -7,8 +7,9 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import msgspec
 import pytest
@@ -33,6 +34,7 @@ MASTERS = 3
 # enough that a busy machine (a CI run) does not fail a master over by mistake.
 NODE_TIMEOUT_MS = 1500
 FAILOVER_DEADLINE = 30.0
+T = TypeVar("T")
 
 
 @pytest.fixture
@@ -53,18 +55,23 @@ def _promoted(replica: RedisProcess) -> bool:
     return bool(role == "master" and state == "ok")
 
 
-async def _append_when_possible(store: RedisEventStore, game_id: str, expected: int, key: str) -> int:
-    """Append one event, retrying (with the same key: a repeat changes nothing, and answers where the
-    first one landed) while the store is unavailable; the version it landed at."""
+async def _when_available(attempt: Callable[[], Awaitable[T]]) -> T:
+    """`attempt()`'s result, tried again while the store is unavailable (a failover in progress)."""
     deadline = time.monotonic() + FAILOVER_DEADLINE
     while True:
         try:
-            landed = await bounded(store.append(game_id, expected, [str(expected + 1).encode()], key))
-            assert landed.first == landed.last
-            return int(landed.last)
+            return await bounded(attempt(), 10)
         except StoreUnavailable:
-            assert time.monotonic() < deadline, "no append within the failover deadline"
+            assert time.monotonic() < deadline, "the store stayed unavailable past the failover deadline"
             await asyncio.sleep(0.1)
+
+
+async def _append_when_possible(store: RedisEventStore, game_id: str, expected: int, key: str) -> int:
+    """Append one event, retrying (with the same key: a repeat changes nothing, and answers where the
+    first one landed) while the store is unavailable; the version it landed at."""
+    landed = await _when_available(lambda: store.append(game_id, expected, [str(expected + 1).encode()], key))
+    assert landed.first == landed.last
+    return int(landed.last)
 
 
 async def test_a_master_failover_loses_no_event_and_the_tail_resumes_on_the_promoted_replica(
@@ -149,14 +156,8 @@ class _Closable:
 
 
 async def _handled(games: Games, game_id: str, command: Place) -> int:
-    """The version a command landed at, retried while the store is unavailable (a failover)."""
-    deadline = time.monotonic() + FAILOVER_DEADLINE
-    while True:
-        try:
-            return (await bounded(games.handle(game_id, command), 10)).version
-        except StoreUnavailable:
-            assert time.monotonic() < deadline, "no command landed within the failover deadline"
-            await asyncio.sleep(0.1)
+    """The version a command landed at, retried while the store is unavailable."""
+    return (await _when_available(lambda: games.handle(game_id, command))).version
 
 
 async def test_a_failover_that_loses_an_acknowledged_append_leaves_one_unbroken_chain(
@@ -206,11 +207,7 @@ async def test_a_failover_that_loses_an_acknowledged_append_leaves_one_unbroken_
             await asyncio.sleep(0.1)
 
         async def stream() -> list[bytes]:
-            while True:
-                try:
-                    return [r.data for r in await bounded(there_store.read(game_id))]
-                except StoreUnavailable:
-                    await asyncio.sleep(0.1)
+            return [record.data for record in await _when_available(lambda: there_store.read(game_id))]
 
         assert len(await stream()) == 2, "the replica had the append: no loss to test"
         assert await _handled(there, game_id, _place(2, "there")) == 3
