@@ -2,8 +2,8 @@
 
 Records are folded in version order, each once (`fold` skips what it has and refuses a gap, and a
 stream that no longer holds what it folded), whether they come from this node's own appends or from the
-stream. After each batch the view before it is kept,
-so that a view delta (what the batch changed) costs the spaces it touched, not the game.
+stream. After each batch the view before it is kept, so that a view delta (what the batch changed)
+costs the spaces it touched, not the game.
 """
 
 from __future__ import annotations

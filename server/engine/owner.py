@@ -215,15 +215,14 @@ class LiveGame:
     async def _work(self) -> None:
         try:
             while self._waiting or self._behind or self._news or self._diverged:
+                if self._diverged:  # found by the store or the fold: one whole read, no catch-up first
+                    await self._read_again()
                 if self._behind:
                     await self._catch_up()
                 if self._news:
                     news, self._news = self._news, []
                     self._take(news)
-                if self._diverged:  # found by the store, the catch-up or the fold
-                    await self._read_again()
-                    continue
-                if self._waiting:
+                if self._waiting and not self._diverged:
                     batch, self._waiting = self._waiting, []
                     await self._round_guarded(batch)
         finally:
@@ -497,7 +496,7 @@ class LiveGame:
 
         Raises: StoreUnavailable, UnreadableGame.
         """
-        self._diverged = False
+        self._diverged = self._behind = False  # the whole stream is read: nothing to catch up on
         records = await self._node.store.read(self.game_id)
         if not records:
             self.gone = True

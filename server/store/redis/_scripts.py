@@ -151,9 +151,9 @@ return n
 # KEYS: those of each append in turn. ARGV from 2: per append, expected version, command key, after, the
 # number n of envelopes, then the n envelopes. Each append is checked and written as APPEND does, in order,
 # and gets its own result: {first, last, duplicate}, or {-1, 'CONFLICT <v>' | 'CHANGED' | 'NOGAME' |
-# 'FENCED'}. A game's
-# appends are a chain (each decided on the state the ones before it leave): after one that wrote nothing,
-# the game's later ones write nothing and get CONFLICT with its version (NOGAME without a stream).
+# 'FENCED'}. A game's appends are a chain (each decided on the state the ones before it leave): after one
+# that wrote nothing, the game's later ones write nothing and get CONFLICT with its version (NOGAME
+# without a stream).
 APPEND_MANY = """
 local stride = tonumber(ARGV[1])
 local results = {}
