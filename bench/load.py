@@ -15,7 +15,10 @@ Interference, on ours only, from a process of its own: a late spectator reads th
 game of `--long-game` events (a websocket hello with `"since": 0`, then GET /games/{id}/events, in
 turn, one read every `--late-every` seconds), while `--cold-games` games the server has never held
 (played before it starts, through a server process of their own on the same Redis) are loaded by
-GET /games/{id}, spread over the run.
+GET /games/{id}, spread over the run. With `--interference-control`, each round also runs ours with the
+same interference aimed at a second server process on the same Redis: the machine carries the same
+extra work, the tables' server none of it, so the two tell what the interference costs the server from
+what it costs the machine (on a small machine, the larger part).
 
 With `--signing-baseline`, the minimal pipeline signs every envelope as ours does: what ours costs
 beyond it is everything but the signature. With `--stagger S`, table i plays its first game S * i seconds
@@ -23,7 +26,7 @@ after the first table: the tables' games no longer start together (they do by de
 starting at once with games of one length).
 
     python -m bench load [--rounds 3] [--duration 20] [--tables 12] [--late-every 1] [--no-interference]
-                         [--signing-baseline] [--stagger 0.04]
+                         [--signing-baseline] [--stagger 0.04] [--interference-control]
     python -m bench load --quick
 """
 
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import multiprocessing as mp
 import statistics
@@ -468,10 +472,14 @@ def one_run(
     seeded: dict[str, Any] | None = None,
     env: dict[str, str] | None = None,
     args: Sequence[str] = (),
+    control: bool = False,
 ) -> dict[str, Any]:
     """Start server `kind` on `redis` (with `env` added to its environment and `args` to its command
-    line), run the tables (with interference when `seeded`), stop it."""
-    with ServerProcess(kind, redis.url, env=env, args=args) as server:
+    line), run the tables (with interference when `seeded`: at that server, or with `control` at a second
+    server of ours on the same Redis), stop it."""
+    with contextlib.ExitStack() as servers:
+        server = servers.enter_context(ServerProcess(kind, redis.url, env=env, args=args))
+        target = servers.enter_context(ServerProcess("ours", redis.url)) if control else server
         run_config = TableConfig(**{**asdict(config), "url": server.url, "server_pid": server.pid})
         run_config.redis_pid = redis.pid
         child = queue = None
@@ -482,7 +490,7 @@ def one_run(
             start = time.time() + 3.0
             child = context.Process(
                 target=_interference_child,
-                args=(server.url.rstrip("/"), seeded, start, start + config.duration, queue),
+                args=(target.url.rstrip("/"), seeded, start, start + config.duration, queue),
                 daemon=True,
             )
             child.start()
@@ -494,7 +502,7 @@ def one_run(
             child.join(10)
             if status != "ok":
                 raise RuntimeError(f"the interference failed: {payload}")
-            result["interference"] = payload
+            result["interference"] = payload | {"at": "this server" if target is server else "another server"}
         return result
 
 
@@ -606,6 +614,11 @@ def summarise(rounds: list[dict[str, Any]]) -> dict[str, Any]:
             "cold_loads": sum(r["interference"]["cold_games"]["loaded"] for r in loaded),
         }
         summary["goals_met"]["interference"] = increase <= GOALS["interference_p99_max"]
+        control = [r["ours_control"] for r in rounds if "ours_control" in r]
+        if control:
+            control_p99 = statistics.median(r["all_clients_ms"]["p99"] for r in control)
+            summary["interference"]["p99_control_ms"] = control_p99
+            summary["interference"]["p99_control_ratio"] = ratio(control_p99, ours["p99_ms"])
     return summary
 
 
@@ -630,6 +643,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the minimal pipeline signs every envelope as ours does (bench.minimal --sign)",
     )
     parser.add_argument(
+        "--interference-control",
+        action="store_true",
+        help="each round also runs ours with the interference aimed at a second server process on the same "
+        "Redis: what it costs the machine rather than the server",
+    )
+    parser.add_argument(
         "--stagger",
         type=float,
         default=0.0,
@@ -640,7 +659,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 # What the workload docs/performance.md reports (and `python -m bench plot` draws) is made of: its runs,
 # with these at their defaults, write load.json.
-_DOCUMENTED = ("tables", "placements", "duration", "rounds", "interference", "signing_baseline", "stagger")
+_DOCUMENTED = (
+    "tables",
+    "placements",
+    "duration",
+    "rounds",
+    "interference",
+    "interference_control",
+    "signing_baseline",
+    "stagger",
+)
 
 
 def result_name(args: argparse.Namespace) -> str:
@@ -666,6 +694,8 @@ def server_args(kind: str, args: argparse.Namespace) -> list[str]:
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
+    if args.interference_control and not args.interference:
+        raise SystemExit("bench load: --interference-control aims the interference elsewhere; it needs one")
     raise_nofile()
     if args.quick:
         args.rounds, args.duration, args.tables = 1, 3.0, 4
@@ -689,10 +719,19 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
             runs: list[tuple[str, dict[str, Any] | None]] = [("ours", None), ("minimal", None)]
             if seeded is not None:
                 runs.append(("ours_interference", seeded))
+                if args.interference_control:
+                    runs.append(("ours_control", seeded))
             for label, interference in runs:
                 kind = "minimal" if label == "minimal" else "ours"
                 config.tag = f"r{index}{label[0]}"
-                row[label] = one_run(kind, redis, config, interference, args=server_args(kind, args))
+                row[label] = one_run(
+                    kind,
+                    redis,
+                    config,
+                    interference,
+                    args=server_args(kind, args),
+                    control=label == "ours_control",
+                )
                 say(f"round {index + 1} " + brief(label, row[label]))
             rounds.append(row)
     summary = summarise(rounds)
@@ -702,6 +741,7 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
             **asdict(config),
             "rounds": args.rounds,
             "interference": args.interference,
+            "interference_control": args.interference_control,
             "signing_baseline": args.signing_baseline,
         },
         "seeded": {k: v for k, v in (seeded or {}).items() if k != "cold_games"}
@@ -717,6 +757,9 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         f"CPU per command {r['cpu_per_command']:.2f}x"
     )
     if "interference" in summary:
-        line += f"; p99 under interference {summary['interference']['p99_ratio']:.2f}x"
+        interference = summary["interference"]
+        line += f"; p99 under interference {interference['p99_ratio']:.2f}x"
+        if "p99_control_ratio" in interference:
+            line += f" ({interference['p99_control_ratio']:.2f}x with it aimed at another server)"
     print(f"{line}; goals met {summary['goals_met']}; wrote {path}")
     return 0

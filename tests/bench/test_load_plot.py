@@ -40,7 +40,11 @@ def _run(**overrides: Any) -> dict[str, Any]:
     run: dict[str, Any] = {
         "commands_per_s": 1000.0,
         "all_clients_ms": {"p50": 1.0, "p99": 3.0},
+        "first_placements_ms": {"p50": 1.5},
+        "later_placements_ms": {"p50": 1.0},
+        "slowest_percent": {"in_first": 0.2, "in_last": 0.1},
         "cpu_us_per_command": 150.0,
+        "system_cpu_us_per_command": 40.0,
         "generator": {"core_share": 0.3},
     }
     run.update(overrides)
@@ -108,14 +112,14 @@ def test_plot_skips_a_missing_result(tmp_path: Path, capsys: pytest.CaptureFixtu
 def test_load_quick_reports_both_servers_every_round_and_the_interference(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRA_")}
     env["BENCH_RESULTS_DIR"] = str(tmp_path)
-    command = [sys.executable, "-m", "bench", "load", "--quick"]
+    command = [sys.executable, "-m", "bench", "load", "--quick", "--interference-control"]
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr.decode(errors="replace")[-3000:]
     result = json.loads((tmp_path / "load.json").read_text())
     assert result["benchmark"] == "load" and result["quick"] is True
     assert len(result["rounds"]) == result["config"]["rounds"] >= 1
     for row in result["rounds"]:
-        for label in ("ours", "minimal", "ours_interference"):
+        for label in ("ours", "minimal", "ours_interference", "ours_control"):
             run = row[label]
             assert run["server_kind"] == ("minimal" if label == "minimal" else "ours")
             assert _positive(run["commands_per_s"]), label
@@ -133,13 +137,17 @@ def test_load_quick_reports_both_servers_every_round_and_the_interference(tmp_pa
             assert _positive(run["generator"]["cpu_seconds"]), label
             assert run["games_started"] >= result["config"]["tables"]
             assert run["errors"] == {}, label
-        interference = row["ours_interference"]["interference"]
-        assert sum(interference["late_spectator"]["reads"].values()) > 0
-        assert interference["cold_games"]["loaded"] > 0
+        for label, at in (("ours_interference", "this server"), ("ours_control", "another server")):
+            interference = row[label]["interference"]
+            assert interference["at"] == at
+            assert sum(interference["late_spectator"]["reads"].values()) > 0, label
+            assert interference["cold_games"]["loaded"] > 0, label
+        assert "interference" not in row["ours"]
     summary = result["summary"]
     for key in ("throughput", "p99", "cpu_per_command"):
         assert _positive(summary["ratios"][key]), key
     assert _positive(summary["interference"]["p99_ratio"])
+    assert _positive(summary["interference"]["p99_control_ratio"])
     assert set(summary["goals_met"]) == {"throughput", "p99", "cpu_per_command", "interference"}
 
 
@@ -173,6 +181,35 @@ def test_only_the_documented_workload_writes_the_result_the_plot_draws() -> None
     assert load.result_name(_load_args("--duration", "2.5")) == "load_duration2.5"
     assert load.result_name(_load_args("--signing-baseline")) == "load_signing_baselineTrue"
     assert load.result_name(_load_args("--stagger", "0.04")) == "load_stagger0.04"
+    assert load.result_name(_load_args("--interference-control")) == "load_interference_controlTrue"
+
+
+def test_the_control_is_the_median_p99_of_the_runs_with_the_interference_aimed_elsewhere() -> None:
+    rounds = [
+        {
+            "ours": _run(all_clients_ms={"p50": 1.0, "p99": 4.0}),
+            "minimal": _run(),
+            "ours_interference": _run(all_clients_ms={"p50": 1.0, "p99": with_p99}),
+            "ours_control": _run(all_clients_ms={"p50": 1.0, "p99": control_p99}),
+        }
+        for with_p99, control_p99 in ((5.0, 4.4), (6.0, 5.0), (9.0, 4.8))
+    ]
+    for row in rounds:
+        row["ours_interference"]["interference"] = {
+            "late_spectator": {"reads": {"websocket": 1, "http": 1}},
+            "cold_games": {"loaded": 3},
+        }
+    interference = load.summarise(rounds)["interference"]
+    assert interference["p99_ratio"] == 6.0 / 4.0
+    assert interference["p99_control_ms"] == 4.8
+    assert interference["p99_control_ratio"] == 4.8 / 4.0
+    without_control = [{k: v for k, v in row.items() if k != "ours_control"} for row in rounds]
+    assert "p99_control_ratio" not in load.summarise(without_control)["interference"]
+
+
+def test_the_control_needs_the_interference() -> None:
+    with pytest.raises(SystemExit, match="needs one"):
+        load.main(_load_args("--no-interference", "--interference-control"), [])
 
 
 class _FirstGames(load.Tables):
