@@ -45,8 +45,9 @@ async def test_games_spread_over_several_nodes_and_each_lives_on_its_own_node(
     for game_id in (new_id() for _ in range(30)):
         await bounded(cluster_store.create(game_id, b"1", {"seat:0": "h"}))
         node = client.get_node_from_key(events_key(game_id))
+        assert node is not None, f"no node holds {game_id}'s key"
         owners.add(node.name)
-        direct = redis.asyncio.Redis(host=node.host, port=node.port)
+        direct = redis.asyncio.Redis(host=node.host, port=int(node.port))
         try:
             assert await bounded(direct.exists(events_key(game_id), auth_key(game_id))) == 2
         finally:
@@ -72,7 +73,7 @@ async def _getkeys_calls(client: redis.asyncio.RedisCluster) -> int:
     """How many COMMAND GETKEYS the cluster's nodes have answered since they started."""
     total = 0
     for node in client.get_nodes():
-        direct = redis.asyncio.Redis(host=node.host, port=node.port)
+        direct = redis.asyncio.Redis(host=node.host, port=int(node.port))
         try:
             stats = await bounded(direct.info("commandstats"))
         finally:
