@@ -152,8 +152,7 @@ class MemoryEventStore:
         nothing, that game's later ones write nothing either (a conflict each: see the port)."""
         results: list[Appended | StoreError] = []
         stopped: set[str] = set()
-        for item in batch:
-            game_id, expected, envelopes, command_key, after = Append(*item)
+        for game_id, expected, envelopes, command_key, after in batch:
             try:
                 if game_id in stopped:
                     game = self._games.get(game_id)

@@ -27,7 +27,7 @@ from server.ops.embedded_redis import (
     EmbeddedRedisError,
 )
 from server.ops.redis_binary import RedisBinary
-from server.store import GameNotFound, StoreFull
+from server.store import Append, GameNotFound, StoreFull
 from server.store.redis import RedisEventStore
 
 pytestmark = pytest.mark.integration
@@ -208,10 +208,12 @@ async def test_a_full_embedded_redis_answers_store_full_to_every_write_and_still
     first, second = created[0], created[1]
     with pytest.raises(StoreFull):
         await bounded(store.append(first, 1, [b"2"], "c2"))
-    results = await bounded(store.append_many([(first, 1, [b"2"], "c2"), (second, 1, [b"2"], "c2")]))
+    results = await bounded(
+        store.append_many([Append(first, 1, [b"2"], "c2"), Append(second, 1, [b"2"], "c2")])
+    )
     assert [type(r) for r in results] == [StoreFull, StoreFull]
     # A write that needs no room is not refused for want of it: the rules' answers still come through.
-    assert isinstance((await bounded(store.append_many([(new_id(), 0, [b"1"], "c")])))[0], GameNotFound)
+    assert isinstance((await bounded(store.append_many([Append(new_id(), 0, [b"1"], "c")])))[0], GameNotFound)
     assert [r.version for r in await bounded(store.read(first))] == [1]
     assert await bounded(store.ping())
     # Room made (here: the limit lifted), writes work again.

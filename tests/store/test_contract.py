@@ -207,7 +207,9 @@ async def test_a_fenced_game_takes_no_append_until_unfenced(store: EventStore) -
     assert await bounded(store.fence(game_id)) == 3
     with pytest.raises(GameFenced):
         await bounded(store.append(game_id, 3, [env(4)], "after"))
-    results = await bounded(store.append_many([(game_id, 3, [env(4)], "many"), (other, 1, [env(2)], "o")]))
+    results = await bounded(
+        store.append_many([Append(game_id, 3, [env(4)], "many"), Append(other, 1, [env(2)], "o")])
+    )
     assert isinstance(results[0], GameFenced) and results[1] == Appended(2, 2)
     # A repeat of a command accepted before the fence still gets its outcome.
     assert await bounded(store.append(game_id, 2, [env(3)], "before")) == Appended(3, 3, duplicate=True)
@@ -241,12 +243,12 @@ async def test_append_many_runs_each_append_in_order_with_its_own_outcome(store:
     results = await bounded(
         store.append_many(
             [
-                (one, 1, [env(2)], "a"),
-                (two, 2, [env(3), env(4)], "b"),
-                (one, 2, [env(3)], "c"),  # sees the first one's write: versions chain within the round
-                (one, 2, [env(9)], "d"),  # now stale: a conflict, and nothing written
-                (two, 4, [env(9)], "b"),  # a repeated key: its first outcome, nothing written
-                (new_id(), 0, [env(1)], "e"),  # never created
+                Append(one, 1, [env(2)], "a"),
+                Append(two, 2, [env(3), env(4)], "b"),
+                Append(one, 2, [env(3)], "c"),  # sees the first one's write: versions chain within the round
+                Append(one, 2, [env(9)], "d"),  # now stale: a conflict, and nothing written
+                Append(two, 4, [env(9)], "b"),  # a repeated key: its first outcome, nothing written
+                Append(new_id(), 0, [env(1)], "e"),  # never created
             ]
         )
     )
@@ -270,10 +272,10 @@ async def test_append_many_writes_none_of_a_games_appends_after_one_of_them_was_
     results = await bounded(
         store.append_many(
             [
-                (one, 2, [env(3)], "a"),  # a conflict: the game is at 3
-                (two, 1, [env(2)], "x"),  # another game: written
-                (one, 3, [env(4)], "b"),  # decided on "a"'s event: not written, though 3 matches
-                (one, 4, [env(5)], "c"),
+                Append(one, 2, [env(3)], "a"),  # a conflict: the game is at 3
+                Append(two, 1, [env(2)], "x"),  # another game: written
+                Append(one, 3, [env(4)], "b"),  # decided on "a"'s event: not written, though 3 matches
+                Append(one, 4, [env(5)], "c"),
             ]
         )
     )
@@ -286,7 +288,7 @@ async def test_append_many_writes_none_of_a_games_appends_after_one_of_them_was_
     # A repeated key: its events were not written now, so what follows it was decided on sand too.
     await bounded(store.append(one, 3, [env(4)], "d"))
     await bounded(store.append(one, 4, [env(5)], "elsewhere-2"))
-    results = await bounded(store.append_many([(one, 3, [env(4)], "d"), (one, 5, [env(6)], "e")]))
+    results = await bounded(store.append_many([Append(one, 3, [env(4)], "d"), Append(one, 5, [env(6)], "e")]))
     assert results[0] == Appended(4, 4, duplicate=True)
     assert isinstance(results[1], ConcurrencyConflict) and results[1].actual == 5
     assert await bounded(store.version(one)) == 5

@@ -15,7 +15,7 @@ from redis import exceptions as rx
 from support.redis import RedisProcess, bounded, new_id
 
 from server.engine.envelope import Record
-from server.store import Appended, ConcurrencyConflict, StoreUnavailable
+from server.store import Append, Appended, ConcurrencyConflict, StoreUnavailable
 from server.store.redis import RedisEventStore
 from server.store.redis._adapter import LINE_READ
 from server.store.redis._line import ScriptLine, _Protocol, error_of
@@ -199,7 +199,7 @@ async def test_a_hung_redis_fails_appends_in_time_and_no_late_reply_reaches_a_la
             version + 1, version + 1, False
         )
         replies = await bounded(
-            store.append_many([(game_id, version + 1, [b"5"], "f"), (game_id, 0, [b"?"], "g")])
+            store.append_many([Append(game_id, version + 1, [b"5"], "f"), Append(game_id, 0, [b"?"], "g")])
         )
         assert replies[0] == Appended(version + 2, version + 2, False)
         assert isinstance(replies[1], ConcurrencyConflict)

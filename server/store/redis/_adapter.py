@@ -406,7 +406,7 @@ class RedisEventStore:
         # pipelined: redis-py sends each to its slot's node.
         by_game: dict[str, list[int]] = {}
         for index, item in enumerate(batch):
-            by_game.setdefault(item[0], []).append(index)
+            by_game.setdefault(item.game_id, []).append(index)
         pipe = self._client.pipeline(transaction=False)
         for indexes in by_game.values():
             keys, args = self._append_many_call(batch, indexes, 2)
@@ -423,8 +423,7 @@ class RedisEventStore:
         for indexes, reply in zip(by_game.values(), replies, strict=True):
             if isinstance(reply, BaseException):
                 for index in indexes:
-                    game_id, expected = batch[index][:2]
-                    results[index] = _translate(reply, game_id, expected)
+                    results[index] = _translate(reply, batch[index].game_id, batch[index].expected)
             else:
                 results.update(zip(indexes, self._results(batch, indexes, reply), strict=True))
         return [results[index] for index in range(len(batch))]
@@ -445,7 +444,7 @@ class RedisEventStore:
         keys: list[str] = []
         args: list[bytes | str | int] = [stride]
         for index in indexes:
-            game_id, expected, envelopes, command_key, after = Append(*batch[index])
+            game_id, expected, envelopes, command_key, after = batch[index]
             if not envelopes:
                 raise ValueError("append needs at least one envelope")
             keys += [events_key(game_id), commands_key(game_id)]
@@ -458,7 +457,7 @@ class RedisEventStore:
     def _results(batch: Sequence[Append], indexes: list[int], replies: Any) -> list[Appended | StoreError]:
         results: list[Appended | StoreError] = []
         for index, reply in zip(indexes, replies, strict=True):
-            game_id, expected = batch[index][:2]
+            game_id, expected = batch[index].game_id, batch[index].expected
             if int(reply[0]) < 0:
                 message = reply[1].decode() if isinstance(reply[1], bytes) else str(reply[1])
                 results.append(_translate(rx.ResponseError(message), game_id, expected))
