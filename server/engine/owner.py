@@ -617,10 +617,8 @@ class LiveGame:
                 log.exception("tail failed, retrying", extra={"game_id": self.game_id})
                 await asyncio.sleep(node.retry_delay)
             finally:
-                closing = getattr(stream, "aclose", None)
-                if closing is not None:
-                    with contextlib.suppress(Exception):
-                        await closing()
+                with contextlib.suppress(Exception):
+                    await stream.aclose()
 
     async def _known(self) -> int:
         # This node's own appends reach the fold without the tail: once the round in flight is over, a

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 
 from server.engine.envelope import Record
 from server.store import (
@@ -200,7 +200,7 @@ class MemoryEventStore:
 
     async def tail(
         self, game_id: str, after: int, known: Known | None = None, current: Current | None = None
-    ) -> AsyncIterator[list[Record]]:
+    ) -> AsyncGenerator[list[Record], None]:
         """Live batches of records after `after`, in order, without gap or duplicate, until cancelled.
 
         `known` and `current` are not needed here: a batch in memory costs no round trip.

@@ -26,7 +26,7 @@ bulk, expiring on its own, never part of the game's stream.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from typing import NamedTuple, Protocol
 
 import msgspec
@@ -212,8 +212,9 @@ class EventStore(Protocol):
 
     def tail(
         self, game_id: str, after: int, known: Known | None = None, current: Current | None = None
-    ) -> AsyncIterator[list[Record]]:
-        """Live batches of records after `after`, in order, without gap or duplicate, until cancelled.
+    ) -> AsyncGenerator[list[Record], None]:
+        """Live batches of records after `after`, in order, without gap or duplicate, until cancelled or
+        closed (`aclose()`).
 
         `known`, when given, returns the caller's own version of the game (once its writes in flight
         have landed): an adapter may skip reading versions up to it, since the caller holds them.

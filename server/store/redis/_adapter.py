@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
+from collections.abc import AsyncGenerator, Coroutine, Mapping, Sequence
 from types import TracebackType
 from typing import Any, cast
 
@@ -544,7 +544,7 @@ class RedisEventStore:
 
     async def tail(
         self, game_id: str, after: int, known: Known | None = None, current: Current | None = None
-    ) -> AsyncIterator[list[Record]]:
+    ) -> AsyncGenerator[list[Record], None]:
         """Live batches of records after `after`, in order, without gap or duplicate, until cancelled.
 
         With `known`, versions up to what it returns are not read again (the caller has them already);
@@ -581,7 +581,7 @@ class RedisEventStore:
 
     async def _notified(
         self, game_id: str, after: int, known: Known | None, current: Current | None, notifier: Notifier
-    ) -> AsyncIterator[list[Record]]:
+    ) -> AsyncGenerator[list[Record], None]:
         # Subscribed (and confirmed) before the first read: every later append is in a notice.
         watch = await notifier.watch(appended_channel(game_id, self._db).encode(), current)
         try:
