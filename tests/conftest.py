@@ -3,8 +3,8 @@
 Shared fixtures: `redis_url`, the session's Redis ($ORCHESTRA_TEST_REDIS_URL, else a redis-server of the
 session's own on a free loopback port, never the machine's shared 6379), `own_redis` (one of a test
 alone), and real `orchestra serve` processes on it: `start_server`, `start_module_server` and `server`.
-Helpers live in tests/support (`support.redis`, `support.servers`, ...); pyproject.toml puts the project
-root and tests/ on sys.path.
+Helpers live in tests/support (`tests.support.redis`, `tests.support.servers`, ...). tests/ is a package,
+so that its modules have names of their own (tests.domain is not domain) and mypy checks them.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from support.redis import RedisProcess
-from support.servers import ServerProcess
+
+from tests.support.redis import RedisProcess
+from tests.support.servers import ServerProcess
 
 STRICT = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 

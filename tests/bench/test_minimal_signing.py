@@ -15,6 +15,7 @@ from bench import load, minimal
 from bench.common import RedisServer, ServerProcess
 from server.engine.signing import ENVELOPE, Keyring, Signer
 from server.store.redis._scripts import events_key
+from tests.support.redis import stream_entries
 
 EVENT = minimal.Event("ChairClaimed", 1, "violin", msgspec.Raw(b'{"kind":"instrument"}'))
 
@@ -73,7 +74,7 @@ def test_the_minimal_server_started_with_sign_stores_signed_envelopes() -> None:
         game_id = created.json()["game_id"]
         client = Redis.from_url(redis.url)
         try:
-            entries = client.xrange(events_key(game_id))
+            entries = stream_entries(client, events_key(game_id))
         finally:
             client.close()
     assert len(entries) == 1

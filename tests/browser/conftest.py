@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.browser import SAVED, SCREENSHOTS
+
+from tests.support.browser import SAVED, SCREENSHOTS
 
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 

@@ -9,11 +9,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from support.browser import PLAYERS, check_legal_history, new_game, play_bots
-from support.servers import ROOT, ServerProcess
 
 from orchestra_client import get_events, get_view
 from orchestra_client.bots import TOLERATED
+from tests.support.browser import PLAYERS, check_legal_history, new_game, play_bots
+from tests.support.servers import ROOT, ServerProcess
 
 pytestmark = pytest.mark.e2e
 

@@ -7,10 +7,10 @@ import json
 import httpx
 import msgspec
 import pytest
-from support.browser import new_game
-from support.servers import ServerProcess
 
 import domain
+from tests.support.browser import new_game
+from tests.support.servers import ServerProcess
 
 pytestmark = pytest.mark.e2e
 

@@ -9,7 +9,10 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
-from support.browser import (
+
+import domain
+from orchestra_client import GameClient, get_events, get_view
+from tests.support.browser import (
     CHAIRS_JS,
     LOG_JS,
     chairs_in,
@@ -21,11 +24,8 @@ from support.browser import (
     wait_for_chairs,
     words_expected,
 )
-from support.redis import lose_after
-from support.servers import ServerProcess
-
-import domain
-from orchestra_client import GameClient, get_events, get_view
+from tests.support.redis import lose_after
+from tests.support.servers import ServerProcess
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 

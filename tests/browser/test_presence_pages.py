@@ -8,10 +8,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from support.browser import new_game, screenshot
-from support.servers import ServerProcess
 
 from orchestra_client import GameClient
+from tests.support.browser import new_game, screenshot
+from tests.support.servers import ServerProcess
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 

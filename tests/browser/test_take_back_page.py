@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from support.browser import BELOW_JS, CHAIRS_JS, new_game, screenshot, wait_for_board
-from support.servers import ServerProcess
 
 from orchestra_client import GameClient, get_events, get_view
+from tests.support.browser import BELOW_JS, CHAIRS_JS, new_game, screenshot, wait_for_board
+from tests.support.servers import ServerProcess
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 

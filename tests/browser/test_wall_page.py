@@ -16,12 +16,12 @@ from typing import Any
 
 import httpx
 import pytest
-from support.browser import new_game, play_bots, screenshot, wait_for_board
-from support.redis import RedisProcess
-from support.servers import ROOT, ServerProcess
-from support.wall import wall_of
 
 from orchestra_client import get_events, get_presence, get_view
+from tests.support.browser import new_game, play_bots, screenshot, wait_for_board
+from tests.support.redis import RedisProcess
+from tests.support.servers import ROOT, ServerProcess
+from tests.support.wall import wall_of
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
@@ -30,7 +30,7 @@ GAMES = 50
 BOTS = """
 import asyncio, json, sys
 sys.path[:0] = [".", "tests"]
-from support.browser import play_bots
+from tests.support.browser import play_bots
 
 async def main():
     games = json.load(open(sys.argv[1]))

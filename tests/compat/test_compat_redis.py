@@ -3,16 +3,18 @@ hiredis are byte for byte what redis-py's own packer writes."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from redis.asyncio import Redis
-from redis.asyncio.connection import Connection, SSLConnection, UnixDomainSocketConnection
+from redis.asyncio.connection import AbstractConnection, Connection, SSLConnection, UnixDomainSocketConnection
 from redis.exceptions import DataError
-from support.redis import bounded
 
 from server.compat import installed
 from server.compat.redis import HiredisPacking, missing, use_hiredis_packing, with_hiredis_packing
+from tests.support.redis import bounded
 
 
 def test_the_installed_redis_py_and_hiredis_have_what_compat_relies_on() -> None:
@@ -28,7 +30,7 @@ ours = with_hiredis_packing(Connection)()
 theirs = Connection()
 
 
-def _packed(connection: Connection, *args: object) -> bytes:
+def _packed(connection: AbstractConnection, *args: object) -> bytes:
     return b"".join(bytes(chunk) for chunk in connection.pack_command(*args))  # type: ignore[arg-type]
 
 
@@ -49,7 +51,7 @@ def test_the_bytes_are_redis_pys_own(name: str | bytes, rest: list[object]) -> N
 
 def test_a_big_round_is_one_buffer_with_the_same_bytes() -> None:
     envelope = b"x" * 400
-    args: list[object] = ["EVALSHA", "a" * 40, 60]
+    args: list[Any] = ["EVALSHA", "a" * 40, 60]
     for i in range(20):
         args += [f"orchestra:{{g{i}}}:events", f"orchestra:{{g{i}}}:commands", f"orchestra:{{g{i}}}:appended"]
     for i in range(20):
@@ -97,6 +99,6 @@ async def test_a_client_told_to_packs_with_hiredis_over_its_urls_kind_of_connect
 async def test_a_client_packing_with_hiredis_runs_commands(redis_url: str) -> None:
     client = use_hiredis_packing(Redis.from_url(redis_url))
     try:
-        assert await bounded(client.execute_command("ECHO", b"x" * 1000)) == b"x" * 1000
+        assert await bounded(client.echo(b"x" * 1000)) == b"x" * 1000
     finally:
         await client.aclose()

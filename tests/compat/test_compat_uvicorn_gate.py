@@ -398,4 +398,4 @@ async def test_uvicorns_shutdown_closes_connections_that_have_not_sent_a_whole_h
 def test_the_gate_is_a_class_uvicorn_can_build() -> None:
     counts = limits()
     built = gated_http(counts)
-    assert issubclass(built, GatedHttpProtocol) and built.limits is counts  # type: ignore[attr-defined]
+    assert issubclass(built, GatedHttpProtocol) and built.limits is counts

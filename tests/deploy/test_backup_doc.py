@@ -17,11 +17,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support.redis import bounded, new_id, redis_server_of
 
 from server.ops.embedded_redis import EmbeddedRedis
 from server.ops.redis_binary import PREFERRED, RedisBinary, find
 from server.store.redis import RedisEventStore
+from tests.support.redis import bounded, new_id, redis_server_of
 
 pytestmark = pytest.mark.integration
 

@@ -21,11 +21,11 @@ import kubernetes_validate
 import pytest
 import redis
 import yaml
-from support.redis import free_port, wait_for_ping
 
 from server import config
 from server.ops.embedded_redis import find_redis_server
 from server.web.app import create_app
+from tests.support.redis import free_port, wait_for_ping
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -61,7 +61,9 @@ def one(kind: str, name: str | None = None) -> dict[str, Any]:
 
 
 def server_container() -> dict[str, Any]:
-    (container,) = one("Deployment", "orchestra")["spec"]["template"]["spec"]["containers"]
+    pod: dict[str, Any] = one("Deployment", "orchestra")["spec"]["template"]["spec"]
+    containers: list[dict[str, Any]] = pod["containers"]
+    (container,) = containers
     return container
 
 

@@ -19,6 +19,8 @@ import pytest
 import domain
 from domain import (
     STANDARD,
+    ChairClaimed,
+    ChairStolen,
     CreateGame,
     Event,
     Game,
@@ -151,7 +153,8 @@ def read_token(cell: str) -> Token:
     kind, value = cell.split(" ", 1)
     (name,) = ids(value)
     field = {"performance": "era", "repair": "family", "instrument": "instrument"}[kind]
-    return msgspec.convert({"kind": kind, field: name}, Token)
+    token: Token = msgspec.convert({"kind": kind, field: name}, Token)
+    return token
 
 
 def test_the_table_of_legal_spaces_is_what_the_rules_decide_for_every_token() -> None:
@@ -166,11 +169,12 @@ def test_the_table_of_legal_spaces_is_what_the_rules_decide_for_every_token() ->
 
 def test_the_era_counting_example_counts_as_the_document_says() -> None:
     state = start(("Ada",))
-    for space, token in [
+    placements: list[tuple[str, Token]] = [
         ("lute", PerformanceToken(era="baroque")),
         ("violin_bc", RepairToken(family="strings")),
         ("violin_cr", RepairToken(family="strings")),
-    ]:
+    ]
+    for space, token in placements:
         (event,) = decide(state, domain.Place(seat=0, id=space, token=token, space=space))
         state = evolve(state, event)
     assert count_eras_covered(state, 0).value == 3
@@ -219,6 +223,7 @@ def test_a_worked_example_gives_the_events_and_gains_its_table_shows(title: str)
         if isinstance(event, GameEnded):
             assert row[5] == ""
             continue
+        assert isinstance(event, ChairClaimed | ChairStolen | PlacedBelowLine), row
         gained = event.consolation if isinstance(event, PlacedBelowLine) else event.bonus
         assert row[5] == amounts(gained, "+"), row
 

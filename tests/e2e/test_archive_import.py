@@ -15,9 +15,9 @@ import httpx
 import msgspec
 import pytest
 import redis
-from support.e2e import PERF, expect_accepted, new_game
 
 from orchestra_client import GameClient
+from tests.support.e2e import PERF, expect_accepted, new_game
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 

@@ -17,11 +17,11 @@ from typing import Any, cast
 import msgspec
 import pytest
 import redis
-from support.e2e import PERF, expect_accepted, new_game
-from support.redis import RedisProcess
 
 from orchestra_client import GameClient
 from server.ops.bulk import AT_ONCE
+from tests.support.e2e import PERF, expect_accepted, new_game
+from tests.support.redis import RedisProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 

@@ -16,9 +16,9 @@ from urllib.parse import quote
 import httpx
 import pytest
 import websockets
-from support.e2e import PERF, log_lines
 
 from server.ops.logs import setup, without_query
+from tests.support.e2e import PERF, log_lines
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -121,7 +121,7 @@ async def send_everywhere(base: str) -> tuple[list[str], list[str]]:
         await ws_session(ws_url(base, path, query), [CANARY], 2)  # a first frame that is no hello
         await ws_session(ws_url(base, path, query), [f'{{"type": "hello", "token": "{CANARY}'], 2)
     # A player of its own game, sending the canary in every field of command frames and in bad frames.
-    bad = [
+    bad: list[str | bytes] = [
         json.dumps({"type": "place", "id": "c-1", "token": {"kind": CANARY}, "space": "viola"}),
         json.dumps({"type": "place", "id": "c-2", "token": PERF, "space": CANARY}),
         json.dumps({"type": "place", "id": "c-3", "token": PERF, "space": "viola", CANARY: 1}),

@@ -13,9 +13,9 @@ from typing import Any
 
 import httpx
 import pytest
-from support.e2e import PERF, STRINGS, expect_accepted, new_game
 
 from orchestra_client import GameClient
+from tests.support.e2e import PERF, STRINGS, expect_accepted, new_game
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 

@@ -18,9 +18,10 @@ from urllib.parse import urlsplit
 
 import psutil
 import pytest
-from support.e2e import assert_clean_logs, log_lines
 from websockets.sync.client import ClientConnection
 from websockets.sync.client import connect as ws_connect
+
+from tests.support.e2e import assert_clean_logs, log_lines
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 

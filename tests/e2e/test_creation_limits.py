@@ -11,11 +11,11 @@ from typing import Any
 import httpx
 import pytest
 import redis.asyncio as aioredis
-from support.e2e import PERF, end_game, expect_accepted, log_lines, new_game
-from support.redis import RedisProcess
 
 from orchestra_client import GameClient
 from server.store.redis._scripts import INDEXED_KEY, LISTING_KEY, LIVE_KEY, PUBLIC_KEY
+from tests.support.e2e import PERF, end_game, expect_accepted, log_lines, new_game
+from tests.support.redis import RedisProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -141,7 +141,7 @@ async def test_games_written_before_the_index_are_indexed_when_a_node_starts(
             while len(listed := (await http.get("/games")).json()) < 2 and time.monotonic() < deadline:
                 await asyncio.sleep(0.1)
         assert [(g["game_id"], g["ended"]) for g in listed] == [(ended, True), (public, False)]
-        assert {m.decode() for m in await client.smembers(LIVE_KEY)} == {public, private}
+        assert await client.smembers(LIVE_KEY) == {public.encode(), private.encode()}
         assert await client.scard(INDEXED_KEY) == 3
         assert any(
             line.get("msg") == "games index backfilled" and line.get("count") == 3

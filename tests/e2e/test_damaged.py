@@ -13,9 +13,10 @@ from typing import Any
 import httpx
 import pytest
 import redis
-from support.e2e import PERF, STRINGS, expect_accepted, log_lines, new_game
 
 from orchestra_client import ConnectionRefused, GameClient
+from tests.support.e2e import PERF, STRINGS, expect_accepted, log_lines, new_game
+from tests.support.redis import stream_entries
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -81,7 +82,7 @@ async def test_a_damaged_game_is_reported_with_its_version_everywhere_and_alone(
     client = redis.Redis.from_url(own_redis.url)
     key = f"orchestra:{{{hurt}}}:events"
     try:
-        good_entries = client.xrange(key, "0-1", "0-2")
+        good_entries = stream_entries(client, key, "0-1", "0-2")
         client.delete(key)
         for entry_id, fields in good_entries:
             client.xadd(key, fields, id=entry_id)

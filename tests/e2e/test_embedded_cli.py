@@ -12,10 +12,10 @@ from typing import Any
 
 import httpx
 import pytest
-from support.e2e import PERF, expect_accepted, new_game
 
 from orchestra_client import GameClient
 from server.ops.embedded_redis import PASSWORD_NAME, URL_NAME
+from tests.support.e2e import PERF, expect_accepted, new_game
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 

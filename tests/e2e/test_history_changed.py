@@ -17,14 +17,14 @@ from typing import Any
 import httpx
 import msgspec
 import pytest
-from support.e2e import expect_accepted, new_game
-from support.redis import lose_after
-from support.servers import ServerProcess
 
 from orchestra_client import GameClient
 from orchestra_client.session import HISTORY_CHANGED
 from server.engine.signing import Keyring, public_key_from_text
 from server.ops.verify import verify
+from tests.support.e2e import expect_accepted, new_game
+from tests.support.redis import lose_after
+from tests.support.servers import ServerProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 

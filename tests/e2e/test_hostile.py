@@ -9,7 +9,9 @@ from typing import Any, NamedTuple
 
 import httpx
 import pytest
-from support.e2e import (
+
+from orchestra_client import ConnectionRefused, GameClient, get_view
+from tests.support.e2e import (
     PERF,
     REJECTION_KEYS,
     STRINGS,
@@ -18,8 +20,6 @@ from support.e2e import (
     new_game,
     next_answer,
 )
-
-from orchestra_client import ConnectionRefused, GameClient, get_view
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 

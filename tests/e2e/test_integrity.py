@@ -12,9 +12,10 @@ import httpx
 import msgspec
 import pytest
 import redis
-from support.e2e import new_game
 
 from orchestra_client import GameClient, get_events
+from tests.support.e2e import new_game
+from tests.support.redis import stream_entries
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -47,7 +48,7 @@ def _rewrite_stream(redis_url: str, game_id: str, version: int, change: dict[str
     client = redis.Redis.from_url(redis_url)
     try:
         key = f"orchestra:{{{game_id}}}:events"
-        entries = client.xrange(key)
+        entries = stream_entries(client, key)
         client.delete(key)
         for entry_id, fields in entries:
             data = fields[b"e"]

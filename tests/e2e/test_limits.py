@@ -12,7 +12,13 @@ from typing import Any
 import httpx
 import pytest
 import websockets
-from support.e2e import (
+from websockets.exceptions import ConnectionClosed
+
+from orchestra_client import ConnectionRefused, GameClient, get_events, get_presence, get_view
+from orchestra_client import session as client_session
+from orchestra_client.bots import random_placement, read_layout
+from server.config import Settings
+from tests.support.e2e import (
     PERF,
     REJECTION_KEYS,
     STRINGS,
@@ -22,12 +28,6 @@ from support.e2e import (
     next_answer,
     stalled_spectator,
 )
-from websockets.exceptions import ConnectionClosed
-
-from orchestra_client import ConnectionRefused, GameClient, get_events, get_presence, get_view
-from orchestra_client import session as client_session
-from orchestra_client.bots import random_placement, read_layout
-from server.config import Settings
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -303,7 +303,7 @@ async def test_a_resume_refused_as_full_is_retried_until_a_place_frees(
     # 1013 ("try again later") before a welcome is not final: the client keeps resuming, with backoff.
     # Waits at their ceiling (no jitter) and a first one of 0.5 s: the squatter below gets in first.
     monkeypatch.setattr(client_session, "BACKOFF_BASE", 0.5)
-    monkeypatch.setattr(client_session.random, "uniform", lambda low, high: high)
+    monkeypatch.setattr(random, "uniform", lambda low, high: high)  # the client draws its jitter here
     game_id, tokens = await new_game(small.url, ["Ada", "Ben"])
     ada = await GameClient.connect(small.url, game_id, tokens[0])
     ben = await GameClient.connect(small.url, game_id, tokens[1], reconnect=False)

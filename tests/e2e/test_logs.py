@@ -9,10 +9,10 @@ from typing import Any
 
 import httpx
 import pytest
-from support.e2e import PERF, STRINGS, assert_clean_logs, eventually, log_lines, next_answer
 
 from orchestra_client import ConnectionRefused, GameClient
 from server.ops.logs import WithoutTargets, setup
+from tests.support.e2e import PERF, STRINGS, assert_clean_logs, eventually, log_lines, next_answer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 

@@ -11,13 +11,13 @@ import httpx
 import msgspec
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from support.e2e import PERF, STRINGS, eventually, log_lines, new_game, next_answer, stalled_spectator
-from support.redis import RedisProcess
 
 from domain import legal_spaces
 from domain.messages import Token
 from orchestra_client import GameClient
 from orchestra_client.bots import read_layout
+from tests.support.e2e import PERF, STRINGS, eventually, log_lines, new_game, next_answer, stalled_spectator
+from tests.support.redis import RedisProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import httpx
 import pytest
-from support.e2e import new_game
 
 from orchestra_client import GameClient, apply_delta, create_game, get_events, get_view
+from tests.support.e2e import new_game
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -27,7 +27,7 @@ async def test_a_three_player_game_reaches_two_spectators_once_in_order_with_the
     game_id, tokens = await new_game(server.url, ["Ada", "Ben", "Cy"])
     ada, ben, cy = [await GameClient.connect(server.url, game_id, t) for t in tokens]
     watchers = [await GameClient.connect(server.url, game_id) for _ in range(2)]
-    script = [
+    script: list[tuple[GameClient, dict[str, Any]]] = [
         (ada, {"token": PERF, "space": "viola"}),
         (ben, {"token": STRINGS, "space": "viola"}),
         (ben, {"token": PERF, "space": "viola", "consolation": "inspiration"}),
@@ -56,7 +56,7 @@ async def test_a_three_player_game_reaches_two_spectators_once_in_order_with_the
         await watcher.wait_for_version(ended["version"])
         assert [e["version"] for e in watcher.envelopes] == list(range(2, ended["version"] + 1))
         assert watcher.envelopes == stream[1:]
-        assert watcher.view["ended"] is True
+        assert watcher.view is not None and watcher.view["ended"] is True
     kinds = [e["event"]["type"] for e in stream]
     assert kinds == [
         "GameCreated",
@@ -72,7 +72,7 @@ async def test_a_three_player_game_reaches_two_spectators_once_in_order_with_the
     assert stream[5]["event"]["bonus"] == {"money": 8}  # the skill-6 Viola instrument doubles
     final = stream[-1]["event"]
     assert [r["seat"] for r in final["ranking"]] == [2, 0, 1]
-    assert final["scores"] == watchers[0].view["scores"]
+    assert watchers[0].view is not None and final["scores"] == watchers[0].view["scores"]
     for client in (ada, ben, cy, *watchers):
         await client.close()
 

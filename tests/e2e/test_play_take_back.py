@@ -11,9 +11,9 @@ from typing import Any
 
 import httpx
 import pytest
-from support.e2e import expect_accepted, new_game
 
 from orchestra_client import GameClient, get_events, get_view
+from tests.support.e2e import expect_accepted, new_game
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -93,8 +93,8 @@ async def test_spectators_views_follow_each_take_back_and_equal_the_view_over_ht
     # ?at=N is the view each spectator held at N, for every version.
     async with httpx.AsyncClient(base_url=server.url) as http_client:
         for version, view in seen.items():
-            answer = await http_client.get(f"/games/{game_id}", params={"at": version})
-            assert answer.status_code == 200 and answer.json() == view, version
+            response = await http_client.get(f"/games/{game_id}", params={"at": version})
+            assert response.status_code == 200 and response.json() == view, version
     # A spectator that comes later, resuming from the start, reads who took what back in the history.
     late = await GameClient.connect(server.url, game_id, since=1)
     await late.wait_for_version(max(seen))

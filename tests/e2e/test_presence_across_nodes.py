@@ -18,12 +18,12 @@ import httpx
 import jsonschema
 import pytest
 import redis
-from support.e2e import new_game
-from support.servers import ServerProcess
 
 from orchestra_client import GameClient, get_presence
 from server.protocol import schema
 from server.store.redis._scripts import events_key, presence_key
+from tests.support.e2e import new_game
+from tests.support.servers import ServerProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 

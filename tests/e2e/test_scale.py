@@ -20,8 +20,6 @@ import msgspec
 import pytest
 import redis
 from redis.crc import key_slot
-from support.e2e import new_game
-from support.redis import RedisProcess, start_cluster
 
 from domain import Layout
 from orchestra_client import ConnectionRefused, GameClient, get_events
@@ -29,6 +27,8 @@ from orchestra_client.bots import random_placement, read_layout
 from server.engine.signing import Keyring, public_key_from_text
 from server.ops.verify import verify
 from server.store.redis._scripts import auth_key, commands_key, events_key
+from tests.support.e2e import new_game
+from tests.support.redis import RedisProcess, start_cluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 

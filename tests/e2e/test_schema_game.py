@@ -24,11 +24,11 @@ import httpx
 import jsonschema
 import pytest
 import websockets
-from support.e2e import PERF, STRINGS
 from websockets.exceptions import ConnectionClosed
 
 from server.protocol.codes import CODES
 from server.protocol.frames import ClientFrame
+from tests.support.e2e import PERF, STRINGS
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 

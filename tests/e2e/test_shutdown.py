@@ -10,9 +10,9 @@ from typing import Any
 
 import psutil
 import pytest
-from support.e2e import PERF, STRINGS, assert_clean_logs, expect_accepted, new_game
 
 from orchestra_client import ConnectionRefused, GameClient, get_events, get_view
+from tests.support.e2e import PERF, STRINGS, assert_clean_logs, expect_accepted, new_game
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 

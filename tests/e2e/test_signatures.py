@@ -19,10 +19,11 @@ import httpx
 import msgspec
 import pytest
 import redis
-from support.e2e import PERF, new_game
 
 from orchestra_client import GameClient
 from server.engine.signing import ENVELOPE, Signer
+from tests.support.e2e import PERF, new_game
+from tests.support.redis import stream_entries
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -66,7 +67,7 @@ def _key(game_id: str) -> str:
 def _read(redis_url: str, game_id: str) -> list[bytes]:
     client = redis.Redis.from_url(redis_url)
     try:
-        return [fields[b"e"] for _, fields in client.xrange(_key(game_id))]
+        return [fields[b"e"] for _, fields in stream_entries(client, _key(game_id))]
     finally:
         client.close()
 

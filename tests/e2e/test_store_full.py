@@ -12,11 +12,11 @@ import httpx
 import pytest
 import redis.asyncio as aioredis
 from prometheus_client.parser import text_string_to_metric_families
-from support.e2e import PERF, expect_accepted, log_lines, new_game
 
 from orchestra_client import GameClient
 from server.ops.embedded_redis import PASSWORD_NAME, URL_NAME
 from server.ops.redis_binary import find
+from tests.support.e2e import PERF, expect_accepted, log_lines, new_game
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 

@@ -12,12 +12,12 @@ import jsonschema
 import msgspec
 import pytest
 import websockets
-from support.e2e import PERF, STRINGS, end_game, expect_accepted, new_game
-from support.redis import RedisProcess
-from support.wall import FOLLOWED, followed, wall_of
 
 from orchestra_client import GameClient, WallClient, get_presence, get_view
 from server.protocol import schema
+from tests.support.e2e import PERF, STRINGS, end_game, expect_accepted, new_game
+from tests.support.redis import RedisProcess
+from tests.support.wall import FOLLOWED, followed, wall_of
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -160,7 +160,11 @@ async def test_a_game_created_and_played_on_another_node_reaches_the_wall(
         for seat, (placed, space) in enumerate([(PERF, "viola"), (PERF, "viola"), (STRINGS, "cello")]):
             version = await play(other.url, game_id, tokens[seat % 2], placed, space)
             started = asyncio.get_running_loop().time()
-            await wall.wait_until(lambda games, v=version: games[game_id]["version"] == v, 2.0)
+
+            def reached(games: dict[str, Any], version: int = version) -> bool:
+                return bool(games[game_id]["version"] == version)
+
+            await wall.wait_until(reached, 2.0)
             assert asyncio.get_running_loop().time() - started < 1.0
             await matches_the_server(other.url, wall, game_id)
         await end_game(other.url, game_id, tokens[0])

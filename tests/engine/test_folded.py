@@ -9,7 +9,7 @@ import re
 import msgspec
 import pytest
 
-from domain import InstrumentToken, PerformanceToken, Place, Rejected, RepairToken
+from domain import InstrumentToken, PerformanceToken, Place, Rejected, RepairToken, Token
 from orchestra_client import DeltaMismatch, apply_delta
 from projections import ViewDelta, project, render
 from server.config import Settings
@@ -20,7 +20,7 @@ from server.engine.owner import Follower
 from server.protocol.frames import DeltaFrame, EventsFrame, encode
 from server.store.memory import MemoryEventStore
 
-CHOICES = [
+CHOICES: list[tuple[Token, str]] = [
     (PerformanceToken("classical"), "viola"),
     (RepairToken("strings"), "viola"),
     (InstrumentToken("viola"), "viola"),

@@ -69,7 +69,7 @@ async def test_two_nodes_racing_2000_placements_lose_and_duplicate_nothing(store
     assert versions == list(range(2, 2002)), "every placement has exactly one version, contiguous"
     records = await store.read(game_id)
     assert [r.version for r in records] == list(range(1, 2002))
-    ids = [envelope.decode(r.data).command_id for r in records[1:]]
+    ids = [str(envelope.decode(r.data).command_id) for r in records[1:]]
     assert sorted(ids) == sorted(f"p{i}" for i in range(2000))
     # Both nodes' cached states equal a replay of the stream.
     rebuilt = await _fold(store, game_id)

@@ -12,7 +12,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from msgspec.structs import replace
-from support.commands import commands
 
 from domain import EndGame, PerformanceToken, Place, Rejected, RepairToken, TakeBack
 from server.engine import envelope
@@ -23,6 +22,7 @@ from server.engine.signing import Keyring
 from server.ops.verify import verify
 from server.store import Append, Appended, StoreError, StoreUnavailable
 from server.store.memory import MemoryEventStore
+from tests.support.commands import commands
 
 
 class Recorded(MemoryEventStore):
@@ -97,7 +97,9 @@ async def new_game(games: Games, players: int = 2) -> LiveGame:
     return game
 
 
-def submit(game: LiveGame, command: Place, log: list[str] | None = None) -> asyncio.Future[Outcome]:
+def submit(
+    game: LiveGame, command: Place | TakeBack | EndGame, log: list[str] | None = None
+) -> asyncio.Future[Outcome]:
     answered: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
 
     def reply(result: Outcome | Exception) -> None:

@@ -10,7 +10,8 @@ import msgspec
 import pytest
 
 from domain import InstrumentToken, PerformanceToken, Place, Rejected, RepairToken
-from domain.messages import EndGame
+from domain.messages import EndGame, Token
+from domain.vocabulary import Material
 from server.engine import envelope
 from server.engine.games import Games
 from server.engine.signing import ENVELOPE, Keyring, Signer
@@ -18,7 +19,7 @@ from server.engine.trailer import trailer_line
 from server.ops.verify import verify
 from server.store.memory import MemoryEventStore
 
-CHOICES = [
+CHOICES: list[tuple[Token, str, tuple[Material, ...] | None]] = [
     (PerformanceToken("classical"), "viola", None),
     (RepairToken("strings"), "viola", None),
     (InstrumentToken("viola"), "viola", None),

@@ -18,7 +18,12 @@ from server.engine.wall import Wall
 from server.store.memory import MemoryEventStore
 
 PERF = PerformanceToken("classical")
-FAST = {"flush_seconds": 0.01, "poll_seconds": 0.02, "reconcile_seconds": 0.05, "linger_seconds": 0.05}
+FAST: dict[str, Any] = {
+    "flush_seconds": 0.01,
+    "poll_seconds": 0.02,
+    "reconcile_seconds": 0.05,
+    "linger_seconds": 0.05,
+}
 
 
 class Feed:

@@ -22,8 +22,9 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 import redis
-from support.redis import lose_after
-from support.servers import ServerProcess
+
+from tests.support.redis import lose_after
+from tests.support.servers import ServerProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 

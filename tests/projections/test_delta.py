@@ -9,7 +9,6 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from msgspec.structs import replace
-from support.commands import commands
 
 from domain import (
     CreateGame,
@@ -39,6 +38,7 @@ from projections import (
     render,
     view_delta,
 )
+from tests.support.commands import commands
 
 A = Seated(0, PerformanceToken("classical"))
 B = Seated(1, PerformanceToken("baroque"))
@@ -131,7 +131,10 @@ def test_a_rare_chair_names_its_space_s_new_count_never_the_seat_s_other_chairs(
 
 
 def test_what_did_not_change_is_left_out() -> None:
-    spaces = {"lute": ChairSpaceView(chair=A, below=(B,)), "rare_winds": RareSpaceView(chairs=(C,))}
+    spaces: dict[str, ChairSpaceView | RareSpaceView] = {
+        "lute": ChairSpaceView(chair=A, below=(B,)),
+        "rare_winds": RareSpaceView(chairs=(C,)),
+    }
     scores = (_score(0, ("lute",), 1, money=2), _score(1, ()))
     before = _view(3, spaces, *scores)
     # Rendered again from scratch: equal values, other objects.

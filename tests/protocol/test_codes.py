@@ -31,6 +31,7 @@ def _written(tree: ast.AST) -> Iterator[str]:
         elif isinstance(node, ast.Dict):
             for key, value in zip(node.keys, node.values, strict=True):
                 if isinstance(key, ast.Constant) and key.value == "code" and isinstance(value, ast.Constant):
+                    assert isinstance(value.value, str), ast.dump(value)
                     yield value.value
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -41,7 +42,7 @@ class Clock:
         return self.now
 
 
-def frames(actions: list[Action]) -> list[dict[str, Any]]:
+def frames(actions: Sequence[Action]) -> list[dict[str, Any]]:
     return [json.loads(a.data) for a in actions if isinstance(a, Send)]
 
 

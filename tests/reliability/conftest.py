@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from support.redis import RedisProcess
-from support.servers import ServerProcess
+
+from tests.support.redis import RedisProcess
+from tests.support.servers import ServerProcess
 
 DURABLE = ("--appendonly", "yes", "--appendfsync", "always")
 
@@ -45,7 +47,7 @@ def start_server(tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
     """
     started: list[ServerProcess] = []
 
-    def start(redis_url: str | None, **settings: object) -> ServerProcess:
+    def start(redis_url: str | None, **settings: Any) -> ServerProcess:
         server = ServerProcess(redis_url, tmp_path / f"node{len(started)}", **settings)
         started.append(server)
         return server

@@ -14,10 +14,10 @@ from typing import Any
 import httpx
 import pytest
 import redis
-from support.redis import RedisProcess
-from support.reliability import placement
 
 from orchestra_client import ConnectionRefused, GameClient, create_game
+from tests.support.redis import RedisProcess
+from tests.support.reliability import placement
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -62,9 +62,9 @@ async def test_a_seat_token_is_its_own_seat_in_its_own_game_only(module_server: 
             frame = await refused(url, two["game_id"], token)
             assert (frame["code"], frame["id"]) == ("forbidden", None)
             for path in ("", "/events", "?at=1"):
-                answer = await http.get(f"/games/{two['game_id']}{path}", headers=bearer(token))
-                assert answer.status_code == 403 and answer.json()["code"] == "forbidden"
-                assert token not in answer.text
+                response = await http.get(f"/games/{two['game_id']}{path}", headers=bearer(token))
+                assert response.status_code == 403 and response.json()["code"] == "forbidden"
+                assert token not in response.text
         # The watch token reads, and watches, but cannot command.
         assert (
             await http.get(f"/games/{one['game_id']}?at=2", headers=bearer(one["watch_token"]))

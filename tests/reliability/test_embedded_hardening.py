@@ -18,7 +18,6 @@ import psutil
 import pytest
 from redis import exceptions as rx
 from redis.asyncio import Redis
-from support.redis import bounded, new_id, redis_server_of
 
 from server.ops.embedded_redis import (
     PASSWORD_NAME,
@@ -29,6 +28,7 @@ from server.ops.embedded_redis import (
 from server.ops.redis_binary import RedisBinary
 from server.store import Append, GameNotFound, StoreFull
 from server.store.redis import RedisEventStore
+from tests.support.redis import bounded, new_id, redis_server_of
 
 pytestmark = pytest.mark.integration
 

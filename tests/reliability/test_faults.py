@@ -18,8 +18,10 @@ from typing import Any
 import httpx
 import psutil
 import pytest
-from support.redis import RedisProcess
-from support.reliability import (
+
+from orchestra_client import ConnectionRefused, GameClient
+from tests.support.redis import RedisProcess
+from tests.support.reliability import (
     assert_each_applied_once,
     new_game,
     placement,
@@ -27,8 +29,6 @@ from support.reliability import (
     timed_send,
     wait_ready,
 )
-
-from orchestra_client import ConnectionRefused, GameClient
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 import websockets
-from support.redis import RedisProcess
-from support.reliability import new_game, placement
 
 from orchestra_client import GameClient
+from tests.support.redis import RedisProcess
+from tests.support.reliability import new_game, placement
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 

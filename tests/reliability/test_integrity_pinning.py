@@ -16,13 +16,13 @@ import httpx
 import msgspec
 import pytest
 import redis
-from support.redis import RedisProcess
-from support.reliability import new_game
 
 from orchestra_client import GameClient
 from server.engine import envelope
 from server.engine.signing import Keyring, public_key_from_text
 from server.ops.verify import verify
+from tests.support.redis import RedisProcess, stream_entries
+from tests.support.reliability import new_game
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -127,7 +127,7 @@ async def test_orchestra_verify_finds_a_layout_rewritten_in_redis(
     client = redis.Redis.from_url(redis_process.url)
     try:
         key = f"orchestra:{{{game_id}}}:events"
-        entries = client.xrange(key)
+        entries = stream_entries(client, key)
         client.delete(key)
         for entry_id, fields in entries:
             data = fields[b"e"]

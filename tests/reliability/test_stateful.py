@@ -30,9 +30,9 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
-from support.reliability import assert_each_applied_once, new_game, placement, stream_of
 
 from orchestra_client import GameClient
+from tests.support.reliability import assert_each_applied_once, new_game, placement, stream_of
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 

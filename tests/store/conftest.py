@@ -12,11 +12,11 @@ from collections.abc import AsyncIterator, Iterator
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import pytest
-from support.redis import bounded, start_cluster
 
 from server.store import EventStore
 from server.store.memory import MemoryEventStore
 from server.store.redis import RedisEventStore
+from tests.support.redis import bounded, start_cluster
 
 STORE_DATABASE = 1
 

@@ -8,11 +8,11 @@ from collections.abc import AsyncIterator
 import pytest
 import redis.asyncio
 from redis.crc import key_slot
-from support.redis import bounded, new_id
 
 from server.store import Appended, ConcurrencyConflict
 from server.store.redis import RedisEventStore
 from server.store.redis._scripts import auth_key, commands_key, events_key
+from tests.support.redis import bounded, new_id
 
 pytestmark = pytest.mark.integration
 

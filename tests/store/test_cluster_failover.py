@@ -15,7 +15,6 @@ import msgspec
 import pytest
 import redis
 import redis.asyncio
-from support.redis import RedisProcess, bounded, new_id, start_cluster
 
 from domain import Place, RepairToken
 from server.engine.games import Games
@@ -26,6 +25,7 @@ from server.protocol.session import HISTORY_CHANGED
 from server.store import StoreError, StoreUnavailable
 from server.store.redis import RedisEventStore
 from server.store.redis._scripts import events_key
+from tests.support.redis import RedisProcess, bounded, new_id, start_cluster
 
 pytestmark = pytest.mark.integration
 

@@ -7,7 +7,6 @@ import contextlib
 from collections.abc import AsyncIterator
 
 import pytest
-from support.redis import bounded, new_id
 
 from server.engine.envelope import Record
 from server.store import (
@@ -20,6 +19,7 @@ from server.store import (
     GameNotFound,
     HistoryChanged,
 )
+from tests.support.redis import bounded, new_id
 
 CREDENTIALS = {"seat:0": "hash-a", "seat:1": "hash-b", "watch": "hash-w"}
 

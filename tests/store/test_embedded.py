@@ -14,10 +14,10 @@ from pathlib import Path
 
 import psutil
 import pytest
-from support.redis import bounded, new_id
 
 from server.ops.embedded_redis import LOCK_NAME, DataDirLocked, EmbeddedRedis
 from server.store.redis import RedisEventStore
+from tests.support.redis import bounded, new_id
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]

@@ -4,13 +4,13 @@ their newest record, live games counted and capped, and games written before the
 from __future__ import annotations
 
 import pytest
-from support.redis import bounded, new_id
 
 from server.engine.envelope import Record
 from server.store import EventStore, GameExists, TooManyGames
 from server.store.memory import MemoryEventStore
 from server.store.redis import RedisEventStore
 from server.store.redis._scripts import INDEXED_KEY, LISTING_KEY, LIVE_KEY, PUBLIC_KEY
+from tests.support.redis import bounded, new_id
 
 CREDENTIALS = {"seat:0": "hash-a"}
 

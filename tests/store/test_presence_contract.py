@@ -7,9 +7,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from support.redis import bounded, new_id
-
 from server.store import EventStore
+from tests.support.redis import bounded, new_id
 
 
 async def test_each_nodes_field_reads_back_per_game_in_the_order_asked(store: EventStore) -> None:

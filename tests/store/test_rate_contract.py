@@ -7,9 +7,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from support.redis import bounded, new_id
 
 from server.store import EventStore
+from tests.support.redis import bounded, new_id
 
 
 async def test_a_burst_then_a_refusal_that_names_the_wait_then_a_token_once_it_has_passed(

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 import redis.asyncio
 from redis import exceptions as rx
-from support.redis import RedisProcess, bounded, new_id
 
 from server.engine.envelope import Record
 from server.store import Append, Appended, ConcurrencyConflict, StoreUnavailable
@@ -20,6 +19,7 @@ from server.store.redis import RedisEventStore
 from server.store.redis._adapter import LINE_READ
 from server.store.redis._line import ScriptLine, _Protocol, error_of
 from server.store.redis._scripts import APPEND, commands_key, events_key
+from tests.support.redis import RedisProcess, bounded, new_id
 
 pytestmark = pytest.mark.integration
 

@@ -10,16 +10,17 @@ import tempfile
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import cast
 
 import pytest
 import redis.asyncio
-from support.redis import RedisProcess, bounded, free_port, new_id
 
 from server.engine.envelope import Record
 from server.store import StoreError, StoreUnavailable
 from server.store.redis import RedisEventStore
 from server.store.redis._adapter import LINE_READ, READ_CHUNK
 from server.store.redis._scripts import appended_channel
+from tests.support.redis import RedisProcess, bounded, free_port, new_id
 
 pytestmark = pytest.mark.integration
 
@@ -49,7 +50,7 @@ async def test_a_game_lives_under_its_hash_tagged_keys_with_ids_0_version(
     await bounded(redis_store.create(game_id, b"first", {"seat:0": "h0"}))
     await bounded(redis_store.append(game_id, 1, [b"second", b"third"], "cmd-1"))
     raw = redis_store.client
-    entries = await bounded(raw.xrange(f"orchestra:{{{game_id}}}:events"))
+    entries: object = await bounded(raw.xrange(f"orchestra:{{{game_id}}}:events"))
     # The store's clients leave stream replies as Redis sent them (one flat field list per entry).
     assert entries == [[b"0-1", [b"e", b"first"]], [b"0-2", [b"e", b"second"]], [b"0-3", [b"e", b"third"]]]
     assert await bounded(raw.hgetall(f"orchestra:{{{game_id}}}:auth")) == {b"seat:0": b"h0"}
@@ -402,7 +403,8 @@ async def test_a_tail_cancelled_while_it_reads_leaves_its_connection_open(own_re
 
 async def subscribers(store: RedisEventStore, channels: list[str]) -> dict[str, int]:
     counts = await bounded(store.client.pubsub_numsub(*channels))
-    return {name.decode(): count for name, count in counts if count}
+    # The store's clients leave replies as bytes.
+    return {cast(bytes, name).decode(): count for name, count in counts if count}
 
 
 async def subscriber_connections(store: RedisEventStore) -> int:

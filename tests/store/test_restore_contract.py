@@ -7,11 +7,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from support.redis import bounded, new_id
 
 from server.engine.envelope import Record
 from server.store import Appended, EventStore, GameExists, TooManyGames
 from server.store.redis import RedisEventStore
+from tests.support.redis import bounded, new_id
 
 CREDENTIALS = {"seat:0": "hash-a", "seat:1": "hash-b", "watch": "hash-w"}
 

@@ -163,7 +163,7 @@ def _placement_of(event: domain.PlacementEvent, layout: domain.Layout) -> domain
             for material in ("wood", "metal", "animal"):
                 chosen += [material] * (event.bonus.get(material, 0) - fixed.get(material, 0))
             materials = tuple(chosen)
-    return msgspec.convert(
+    command = msgspec.convert(
         {
             "type": "place",
             "seat": event.seat,
@@ -176,3 +176,5 @@ def _placement_of(event: domain.PlacementEvent, layout: domain.Layout) -> domain
         },
         domain.Command,
     )
+    assert isinstance(command, domain.Place)
+    return command

