@@ -206,7 +206,12 @@ async def test_a_bulk_archive_stopped_by_ctrl_c_resumes_without_losing_or_doubli
         for _ in range(presses):  # Ctrl-C after three games
             process.send_signal(signal.SIGINT)
             lines.append(process.stderr.readline())  # the first press is acknowledged
-        out, rest = process.communicate(timeout=60)
+        # Not communicate(): it reads the pipes' descriptors, and the lines stderr's reader has buffered
+        # (the press's acknowledgement among them) would be lost. The output is far below a pipe's size.
+        process.wait(timeout=60)
+        assert process.stdout is not None
+        with process.stdout, process.stderr:
+            out, rest = process.stdout.read(), process.stderr.read()
         return process.returncode, out, lines + rest.splitlines()
 
     code, out, progress = await asyncio.to_thread(interrupted_run, 1)
