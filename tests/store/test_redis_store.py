@@ -200,6 +200,21 @@ async def test_a_tail_fails_with_store_unavailable_when_redis_goes_away(own_redi
         await bounded(tail.aclose())
 
 
+async def test_closing_a_tail_ends_its_subscription(own_redis: RedisProcess) -> None:
+    async with opened(own_redis.url) as store:
+        game_id = new_id()
+        await bounded(store.create(game_id, b"1", {}))
+        channel = appended_channel(game_id, 0)
+        tail = store.tail(game_id, 0)
+        assert [r.data for r in await bounded(anext(tail))] == [b"1"]  # subscribed before its first read
+        assert await subscribers(store, [channel]) == {channel: 1}
+        await bounded(tail.aclose())
+        deadline = time.monotonic() + 3
+        while await subscribers(store, [channel]) and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        assert await subscribers(store, [channel]) == {}
+
+
 async def test_tails_share_one_subscriber_connection_and_cancelling_them_unsubscribes(
     own_redis: RedisProcess,
 ) -> None:

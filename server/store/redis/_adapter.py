@@ -552,8 +552,13 @@ class RedisEventStore:
         Raises: StoreUnavailable (from the iterator; resume with a new tail after the last version).
         """
         if self._notifier is not None:
-            async for batch in self._notified(game_id, after, known, current, self._notifier):
-                yield batch
+            # Closing this tail closes the notified one at once (its subscription with it), not whenever
+            # the garbage collector finalizes it.
+            async with contextlib.aclosing(
+                self._notified(game_id, after, known, current, self._notifier)
+            ) as live:
+                async for batch in live:
+                    yield batch
             return
         key = events_key(game_id)
         while True:
