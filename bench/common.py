@@ -31,7 +31,7 @@ import redis
 import websockets
 from websockets.asyncio.client import ClientConnection
 
-from server.ops.child import ChildServer
+from bench.child import ChildServer
 from server.ops.embedded_redis import find_redis_server
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,7 +1,7 @@
 """The limit of the stack: a minimal game server on the same stack as ours, speaking the same frames.
 
 Starlette on uvicorn (ws="websockets-sansio") on the same event loop (uvloop), msgspec, redis-py asyncio
-with hiredis parsing and packing (server/compat/redis.py), the same Redis.
+with hiredis parsing and packing (bench/hiredis_packing.py), the same Redis.
 Per command: one msgspec decode, one Lua conditional append (the very APPEND script of
 server/store/redis/_scripts.py: command-id check, expected-version check, XADD; without the check of the
 line appended after, which ours makes), one `accepted` answer to the
@@ -42,7 +42,7 @@ from starlette.responses import Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from server.compat.redis import use_hiredis_packing
+from bench.hiredis_packing import use_hiredis_packing
 from server.engine.signing import ENVELOPE, Signer
 from server.ops.runner import run as run_on_servers_loop
 from server.ops.runner import started_url

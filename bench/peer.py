@@ -57,7 +57,7 @@ from redis.asyncio import Redis
 
 from bench.common import RedisServer, ratio, say, write_result
 from bench.games import build_game
-from server.compat.redis import use_hiredis_packing
+from bench.hiredis_packing import use_hiredis_packing
 from server.ops.runner import run as run_on_servers_loop
 from server.store import Append
 from server.store.redis import RedisEventStore

@@ -6,7 +6,7 @@ import os
 import sys
 from pathlib import Path
 
-from server.ops.child import ChildServer
+from bench.child import ChildServer
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -6,8 +6,9 @@ benchmarks' redis-py baselines (bench/peer.py's scripted rounds, bench/minimal.p
 hiredis, as the store's own append line does. The store's redis-py client does not: its reads and creates
 are a few arguments each, and packed in Python they cost about the same.
 
-It overrides a connection class's `pack_command`, which redis-py calls for every command: `missing()`
-says when an installed redis-py or hiredis no longer has what this relies on.
+Only the benchmarks use it, so it lives here and the wheel does not carry it. It overrides a connection
+class's `pack_command`, which redis-py calls for every command: `missing()` says when an installed redis-py
+or hiredis no longer has what this relies on (tests/bench/test_hiredis_packing.py).
 """
 
 from __future__ import annotations

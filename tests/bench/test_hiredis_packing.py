@@ -1,5 +1,5 @@
-"""server.compat.redis: the installed redis-py and hiredis have what it relies on, and commands packed by
-hiredis are byte for byte what redis-py's own packer writes."""
+"""bench.hiredis_packing (the benchmarks' redis-py baselines): the installed redis-py and hiredis have
+what it relies on, and commands packed by hiredis are byte for byte what redis-py's own packer writes."""
 
 from __future__ import annotations
 
@@ -12,15 +12,15 @@ from redis.asyncio import Redis
 from redis.asyncio.connection import AbstractConnection, Connection, SSLConnection, UnixDomainSocketConnection
 from redis.exceptions import DataError
 
+from bench.hiredis_packing import HiredisPacking, missing, use_hiredis_packing, with_hiredis_packing
 from server.compat import installed
-from server.compat.redis import HiredisPacking, missing, use_hiredis_packing, with_hiredis_packing
 from tests.support.redis import bounded
 
 
 def test_the_installed_redis_py_and_hiredis_have_what_compat_relies_on() -> None:
     gaps = missing()
     assert not gaps, (
-        f"server/compat/redis.py does not fit redis {installed('redis')} / hiredis {installed('hiredis')}: "
+        f"bench/hiredis_packing.py does not fit redis {installed('redis')} / hiredis {installed('hiredis')}: "
         + "; ".join(gaps)
     )
 

@@ -1,7 +1,9 @@
-"""A server as a child process, for tests, benchmarks and tools: it prints "running at URL" when it listens.
+"""A server as a child process, for the benchmarks and the tests (tests/support): it prints "running at
+URL" when it listens.
 
-`orchestra serve` announces its address on stdout (port 0 picks a free one); its JSON logs go to stderr,
-kept here in a file.
+`orchestra serve` announces its address on stdout (port 0 picks a free one); its logs go to stderr, kept
+here in a file (JSON lines: the file is no terminal). It lives here, not in the server's package, so that
+the wheel carries none of it.
 """
 
 from __future__ import annotations
