@@ -59,7 +59,6 @@ class Games:
         retries: int = 20,
         command_timeout: float = 2.0,
         clock: Callable[[], str] = utc_now,
-        failpoint: str | None = None,
         max_live_games: int = 10_000,
         view_cache_bytes: int = SPACES_CACHE_BYTES,
         signer: Signer | None = None,
@@ -81,7 +80,6 @@ class Games:
             signer or Signer.generate(),
             retries=retries,
             command_timeout=command_timeout,
-            failpoint=failpoint,
         )
         self._games: OrderedDict[str, LiveGame] = OrderedDict()
         self._loading: dict[str, asyncio.Future[LiveGame | None]] = {}

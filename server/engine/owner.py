@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
@@ -139,11 +138,9 @@ class Node:
         retries: int = 20,
         command_timeout: float = 2.0,
         retry_delay: float = 0.5,
-        failpoint: str | None = None,
     ) -> None:
         self.store, self.clock, self.metrics, self.signer = store, clock, metrics, signer
         self.retries, self.command_timeout, self.retry_delay = retries, command_timeout, retry_delay
-        self.failpoint = failpoint
         self._reported: set[tuple[str, int]] = set()
 
     def damaged(self, exc: UnreadableGame) -> None:
@@ -252,8 +249,6 @@ class LiveGame:
     async def _round(self, batch: list[Submission]) -> None:
         plans, refused = self._decide([s for s in batch if not s.answered])
         results = await self._append(plans)
-        if plans and self._node.failpoint == "exit_after_append":
-            os._exit(3)  # a crash between the append and the broadcast, for reliability tests
 
         accepted: list[_Plan] = []
         repeated: list[tuple[Submission, Appended]] = []

@@ -97,7 +97,6 @@ def create_app(
             max_placements=settings.max_placements,
             retries=settings.conflict_retries,
             command_timeout=settings.command_timeout,
-            failpoint=settings.failpoint,
             max_live_games=settings.max_live_games,
             max_games=settings.max_games,
             view_cache_bytes=settings.view_cache_bytes,

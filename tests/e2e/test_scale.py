@@ -188,7 +188,7 @@ async def test_three_nodes_one_redis_a_node_killed_mid_game_loses_and_repeats_no
 async def test_a_command_written_by_a_node_that_died_before_answering_is_answered_once_elsewhere(
     start_server: Callable[..., Any],
 ) -> None:
-    doomed = start_server(failpoint="exit_after_append")  # dies right after its first append
+    doomed = start_server(crash_after_append=True)  # dies right after its first append
     healthy = start_server()
     async with asyncio.timeout(DEADLINE):
         game_id, tokens = await new_game(healthy.url, ["Ada", "Ben"])

@@ -204,7 +204,7 @@ async def test_a_frozen_redis_gets_unavailable_answers_in_time_and_never_blocks_
 async def test_a_node_killed_between_append_and_broadcast_leaves_the_command_for_the_survivor(
     start_server: Callable[..., Any], redis_process: RedisProcess
 ) -> None:
-    doomed = start_server(redis_process.url, failpoint="exit_after_append")
+    doomed = start_server(redis_process.url, crash_after_append=True)
     survivor = start_server(redis_process.url)
     game_id, tokens = await new_game(survivor.url, ["Ada", "Ben"])
     ada = await GameClient.connect(doomed.url, game_id, tokens[0], since=0, reconnect=False)

@@ -14,7 +14,17 @@ ROOT = Path(__file__).resolve().parents[2]
 class ServerProcess(ChildServer):
     """`orchestra serve` with the given settings (as ORCHESTRA_* variables) on a Redis, or embedded."""
 
-    def __init__(self, redis_url: str | None, directory: Path, port: int = 0, **settings: object) -> None:
+    def __init__(
+        self,
+        redis_url: str | None,
+        directory: Path,
+        port: int = 0,
+        *,
+        crash_after_append: bool = False,
+        **settings: object,
+    ) -> None:
+        """`crash_after_append`: the process exits (status 3) right after its first append of commands,
+        before answering (tests/support/crash_after_append.py)."""
         self.directory = directory
         env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRA_")}
         env.update({f"ORCHESTRA_{k.upper()}": str(v) for k, v in settings.items()})
@@ -24,5 +34,6 @@ class ServerProcess(ChildServer):
         # Tests create games faster than any client should: no per-address rate unless a test sets one.
         env.setdefault("ORCHESTRA_CREATE_RATE_PER_MINUTE", "0")
         directory.mkdir(parents=True, exist_ok=True)
-        command = [sys.executable, "-m", "server.ops.cli", "serve", "--port", str(port)]
+        entry = "tests.support.crash_after_append" if crash_after_append else "server.ops.cli"
+        command = [sys.executable, "-m", entry, "serve", "--port", str(port)]
         super().__init__(command, env, directory / "server.log", cwd=ROOT)
