@@ -29,7 +29,8 @@ Demo bots (`client.bots`): `await play_bot(base_url, game_id, seat_token, pace=(
 max_placements=12)` places random legal tokens (the domain's own `legal_spaces` on the layout of the
 game's `GameCreated`, with Rare Strings materials when needed, worker skill 1..8) at that pace until the
 game ends or the quota is done; the bot of seat 0 then ends the game. `orchestra demo` runs three of
-them (Ada, Ben, Cy) against a server it starts, and prints the link to watch them.
+them (Ada, Ben, Cy) against a server it starts, and prints the link to watch them
+(`orchestra_client.demo.play_demo`).
 """
 
 from orchestra_client.http import create_game, get_events, get_presence, get_view

@@ -76,6 +76,33 @@ def test_projections_never_import_the_shell() -> None:
         assert "server" not in _imports(ast.parse(path.read_text())), path
 
 
+# What the wheel runs ------------------------------------------------------------------------------------
+
+# The server's packages ship without the benchmarks and the tests, and serve without the client: `orchestra
+# demo` loads the client's demo by name when it runs (server/ops/cli.py), never by an import statement.
+NOT_FOR_THE_SERVER = {"orchestra_client", "bench", "tests"}
+
+
+def test_the_server_imports_neither_the_client_nor_the_benchmarks_nor_the_tests() -> None:
+    offenders = {}
+    for path in _modules("server"):
+        found = _imports(ast.parse(path.read_text())) & NOT_FOR_THE_SERVER
+        if found:
+            offenders[str(path.relative_to(ROOT))] = sorted(found)
+    assert not offenders, f"server modules importing what the wheel must run without: {offenders}"
+
+
+def test_the_server_import_check_sees_imports_anywhere_in_a_module() -> None:
+    source = (
+        "import bench.common\n"
+        "def demo():\n    from orchestra_client.demo import play_demo\n"
+        "if True:\n    from tests.support import servers\n"
+        "from server.ops import runner\n"
+        "import importlib\nimportlib.import_module('orchestra_client.demo')\n"  # by name: allowed
+    )
+    assert _imports(ast.parse(source)) & NOT_FOR_THE_SERVER == NOT_FOR_THE_SERVER
+
+
 # Import cycles ------------------------------------------------------------------------------------------
 
 PROJECT_PACKAGES = ("domain", "projections", "server", "orchestra_client", "bench")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import json
 import sys
 import urllib.error
@@ -16,6 +17,8 @@ if TYPE_CHECKING:
     from server.config import Settings
 
 DEFAULT_SERVER = "http://127.0.0.1:8000"
+# Where `orchestra demo` finds its bots: a package of the same distribution, never imported by the server.
+DEMO_CLIENT = "orchestra_client.demo"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -313,26 +316,46 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _demo(args: argparse.Namespace) -> int:
     from server.ops import logs, runner
-    from server.ops.demo import DemoOptions, run_demo
+    from server.ops.demo import run_demo
 
-    settings = _settings(args)
-    if settings is None:
-        return 2
     if args.placements < 1 or args.pace[0] < 0 or args.pace[1] < args.pace[0]:
         print("orchestra: --placements must be >= 1 and --pace MIN MAX with 0 <= MIN <= MAX", file=sys.stderr)
         return 2
+    client = _demo_client()
+    if client is None:
+        return 1
+    settings = _settings(args)
+    if settings is None:
+        return 2
     logs.setup(settings.log_level)
-    options = DemoOptions(
-        pace=(args.pace[0], args.pace[1]),
-        placements=args.placements,
-        seed=args.seed,
-        exit_when_done=args.exit_when_done,
+    options = client.DemoOptions(
+        pace=(args.pace[0], args.pace[1]), placements=args.placements, seed=args.seed
     )
+
+    async def play(base: str) -> object:
+        return await client.play_demo(base, options, say=lambda line: print(line, flush=True))
+
     try:
-        runner.run(run_demo(settings, options))
+        runner.run(run_demo(settings, play, exit_when_done=args.exit_when_done))
     except KeyboardInterrupt:
         return 0
     return 0
+
+
+def _demo_client() -> Any:
+    """The Python client's demo module, loaded only now: the server's packages import no client. None
+    (said) when the client is not installed."""
+    try:
+        return importlib.import_module(DEMO_CLIENT)
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("orchestra_client", DEMO_CLIENT):
+            raise
+        print(
+            f"orchestra: the demo's bots are the Python client's ({DEMO_CLIENT}), which is not installed "
+            "here; install the orchestra-server package whole (its wheel holds the client)",
+            file=sys.stderr,
+        )
+        return None
 
 
 def _request(method: str, url: str, body: Any = None, token: str | None = None) -> tuple[int, bytes]:

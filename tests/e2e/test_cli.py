@@ -160,3 +160,25 @@ async def test_serve_starts_with_a_generated_api_key(start_server: Any) -> None:
             "/games", json={"players": ["Ada"]}, headers={"authorization": f"Bearer {key}"}
         )
         assert keyed.status_code == 201
+
+
+async def test_demo_without_the_client_package_says_so_and_starts_nothing(tmp_path: Path) -> None:
+    """The server's packages never import the client: `orchestra demo` loads it by name, and says what is
+    missing when it is not installed (here hidden from the import system)."""
+    hide_client = (
+        "import sys; sys.modules['orchestra_client'] = None; from server.ops.cli import main; "
+        f"sys.exit(main(['demo', '--port', '0', '--data-dir', {str(tmp_path / 'var')!r}]))"
+    )
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-c", hide_client],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "orchestra_client.demo" in done.stderr and "not installed" in done.stderr
+    assert "Traceback" not in done.stderr and "running at" not in done.stdout
+    assert not (tmp_path / "var").exists()  # no server, no embedded Redis
