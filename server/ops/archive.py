@@ -10,10 +10,12 @@ and, when this machine has the signing key, a signed trailer stating its last ve
 game's credential hashes (so `orchestra import` can bring the game back whole).
 
 The file is written beside its place and renamed into it once verified, so FILE is either absent, as it
-was, or a verified archive. A run stopped between the file and the delete (killed, say) leaves the game
-fenced with its file in place: the same archive again finds the file holding the stream and verified, and
-only deletes the game; one stopped inside the delete, between the game's keys and its index entries, is
-finished by archiving the game again (it answers that there is no such game, and leaves no entry).
+was, or a verified archive. It is created new (O_EXCL|O_NOFOLLOW, relative to its folder), mode 0600, in a
+folder made 0700: a link planted in its way is refused, never written through, and the game is kept. A
+run stopped between the file and the delete (killed, say) leaves the game fenced with its file in place:
+the same archive again finds the file holding the stream and verified, and only deletes the game; one
+stopped inside the delete, between the game's keys and its index entries, is finished by archiving the
+game again (it answers that there is no such game, and leaves no entry).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 
@@ -31,6 +34,7 @@ from server.clock import utc_now
 from server.engine import envelope
 from server.engine.signing import Keyring, Signer
 from server.engine.trailer import TRAILER_START, trailer_line
+from server.ops.files import FileTooLarge, LinkRefused, NotRegularFile, kind_of, read_bounded
 from server.ops.verify import verify
 from server.store import ConcurrencyConflict, EventStore, StoreError
 
@@ -58,16 +62,14 @@ async def archive(
     signer: Signer | None = None,
     force: bool = False,
     allow_unsigned: bool = False,
-    failpoint: str | None = None,
 ) -> Archived:
     """Export `game_id` to `path`, verify the file with the public keys `keys`, and only then delete the
     game from the store. With `signer` (the servers' key, when this machine has it), the file ends with a
     signed trailer stating its last version and carrying the game's credential hashes. `allow_unsigned`:
-    accept envelopes recorded before signing. `failpoint` (tests): "archive_exit_before_delete" ends the
-    process once the file is in place, before the delete; "archive_slowly" waits half a second there (a
-    bulk run that a test can interrupt mid-way, however slow the test's own process is).
+    accept envelopes recorded before signing.
 
-    Raises: ArchiveError (unknown or unfinished game, a file that does not verify), StoreUnavailable.
+    Raises: ArchiveError (unknown or unfinished game, a file that does not verify, a link or another
+    kind of file in the way), StoreUnavailable, OSError.
     """
     try:
         if not await store.fence(game_id):
@@ -83,7 +85,6 @@ async def archive(
             signer=signer,
             force=force,
             allow_unsigned=allow_unsigned,
-            failpoint=failpoint,
         )
     except BaseException:
         with contextlib.suppress(StoreError):
@@ -101,7 +102,6 @@ async def _export_and_delete(
     signer: Signer | None,
     force: bool,
     allow_unsigned: bool,
-    failpoint: str | None,
 ) -> Archived:
     records = await store.read(game_id)
     if not records:
@@ -131,10 +131,6 @@ async def _export_and_delete(
         size = len(data)
         # In a thread: the fsyncs wait for the disk, and a bulk archive verifies other games meanwhile.
         await asyncio.to_thread(_write_verified, path, data, check)
-    if failpoint == "archive_exit_before_delete":
-        os._exit(3)  # a run killed between the file and the delete, for the resume tests
-    if failpoint == "archive_slowly":
-        await asyncio.sleep(0.5)
     # The fence stops every later append; deleting only at the archived version, atomically, makes sure.
     try:
         await store.delete(game_id, len(records))
@@ -148,33 +144,63 @@ def _without_trailer(lines: list[bytes]) -> list[bytes]:
 
 
 def _read(path: Path) -> list[bytes] | None:
+    """The lines of the file already at `path` (None when there is none); a link there is not followed."""
     try:
-        return path.read_bytes().splitlines()
+        return read_bounded(path, follow=False).splitlines()
     except FileNotFoundError:
         return None
+    except (LinkRefused, NotRegularFile, FileTooLarge) as exc:
+        raise ArchiveError(f"{path}: {exc}, in the way of the archive; the game was kept") from None
 
 
 def _write_verified(path: Path, data: bytes, check: Callable[[list[bytes]], str | None]) -> None:
-    """Write `data` beside `path`, read it back and `check` it, then rename it into place durably."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    part = path.with_name(f".{path.name}.part")
+    """Write `data` beside `path` (a new 0600 file), read it back and `check` it, then rename it into place
+    durably. Everything happens relative to the folder's descriptor, and the file is created with
+    O_EXCL|O_NOFOLLOW: a link planted under the partial file's name is refused, never written through."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    part = f".{path.name}.part"
+    folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        with open(part, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        written = part.read_bytes()
-        problem = "does not read back as written" if written != data else check(written.splitlines())
-        if problem is not None:
-            raise ArchiveError(f"{path}: {problem}; the game was kept")
-        os.replace(part, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            part.unlink()
-        raise
-    # The rename is durable once the directory is: only then may the game leave the store.
-    directory = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)
+        fd = _create(folder, part, path.parent)
+        try:
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+                written = os.pread(fd, len(data) + 1, 0)  # the file created, not whatever the name holds now
+            finally:
+                os.close(fd)
+            problem = "does not read back as written" if written != data else check(written.splitlines())
+            if problem is not None:
+                raise ArchiveError(f"{path}: {problem}; the game was kept")
+            os.replace(part, path.name, src_dir_fd=folder, dst_dir_fd=folder)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(part, dir_fd=folder)
+            raise
+        # The rename is durable once the directory is: only then may the game leave the store.
+        os.fsync(folder)
     finally:
-        os.close(directory)
+        os.close(folder)
+
+
+def _create(folder: int, name: str, where: Path) -> int:
+    """A new file `name` in `folder`, mode 0600, open for reading and writing. A regular file of that name
+    is a leftover of a stopped write and is replaced; anything else there is refused (ArchiveError)."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    for _ in range(2):
+        try:
+            fd = os.open(name, flags, 0o600, dir_fd=folder)
+        except FileExistsError:
+            mode = os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode
+            if not stat.S_ISREG(mode):
+                raise ArchiveError(
+                    f"{where / name} is {kind_of(mode)}: refusing to write the archive through it; the game "
+                    "was kept"
+                ) from None
+            os.unlink(name, dir_fd=folder)
+            continue
+        os.fchmod(fd, 0o600)  # the umask may only have narrowed it; never wider
+        return fd
+    raise ArchiveError(f"{where / name} keeps coming back: the archive was not written; the game was kept")

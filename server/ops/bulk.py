@@ -37,9 +37,10 @@ from domain import GameEnded
 from server.engine import envelope
 from server.engine.signing import Keyring, Signer
 from server.ops.archive import ArchiveError, archive
+from server.ops.files import NotRegularFile, read_lines
 from server.ops.progress import Outcome, Progress
 from server.ops.restore import RestoreError, Result, restore
-from server.ops.verify import verify
+from server.ops.verify import Report, verify
 from server.store import EventStore, StoreError
 
 # Games whose newest envelope is read at once when listing the ended ones.
@@ -71,9 +72,12 @@ def files_of(paths: Sequence[Path]) -> list[Path]:
     return found
 
 
-def read_lines(path: Path) -> list[bytes]:
-    """The non-blank lines of an NDJSON file. Raises: OSError."""
-    return [line for line in path.read_bytes().splitlines() if line.strip()]
+def checked(lines: Sequence[bytes], *, keys: Keyring, allow_unsigned: bool, complete: bool) -> Report:
+    """`verify` of a file's lines, a line nested too deeply to decode reported as a bad file."""
+    try:
+        return verify(lines, keys=keys, allow_unsigned=allow_unsigned, complete=complete)
+    except RecursionError:
+        return Report(ok=False, envelopes=0, problem="a line is nested too deeply to read")
 
 
 async def ended_games(store: EventStore, before: datetime | None = None) -> tuple[list[str], list[str]]:
@@ -156,7 +160,6 @@ async def archive_all(
     signer: Signer | None,
     before: datetime | None = None,
     allow_unsigned: bool = False,
-    failpoint: str | None = None,
 ) -> int:
     """Archive every ended game (that ended before `before`) into `out_dir`/<id>.ndjson; the exit status.
 
@@ -176,7 +179,6 @@ async def archive_all(
                 keys=keys,
                 signer=signer,
                 allow_unsigned=allow_unsigned,
-                failpoint=failpoint,
             )
         except (ArchiveError, StoreError, OSError) as exc:
             _failed(progress, game_id, f"not archived: {exc}")
@@ -212,9 +214,16 @@ async def import_all(
         name = str(path)
         try:
             lines = read_lines(path)
-            if not lines:
-                _failed(progress, name, "empty: no envelopes")
-                return
+        except NotRegularFile as exc:
+            _skipped(progress, name, f"skipped: {exc}")
+            return
+        except OSError as exc:
+            _failed(progress, name, f"cannot read: {exc}")
+            return
+        if not lines:
+            _failed(progress, name, "empty: no envelopes")
+            return
+        try:
             done = await restore(
                 store,
                 lines,
@@ -226,6 +235,9 @@ async def import_all(
             )
         except (RestoreError, StoreError, OSError) as exc:
             _failed(progress, name, str(exc))
+            return
+        except Exception as exc:  # whatever one file does to its import costs that file only
+            _failed(progress, name, f"not imported: {type(exc).__name__}: {exc}")
             return
         if done.result is Result.IMPORTED:
             seats = "its tokens work as before" if done.credentials else "no credentials in the file"
@@ -279,10 +291,17 @@ def verify_all(
             name = str(path)
             try:
                 lines = read_lines(path)
+            except NotRegularFile as exc:
+                _skipped(progress, name, f"skipped: {exc}")
+                continue
             except OSError as exc:
                 _failed(progress, name, f"cannot read: {exc}")
                 continue
-            report = verify(lines, keys=keys, allow_unsigned=allow_unsigned, complete=complete)
+            try:
+                report = checked(lines, keys=keys, allow_unsigned=allow_unsigned, complete=complete)
+            except Exception as exc:  # whatever one file does to its check costs that file only
+                _failed(progress, name, f"cannot check: {type(exc).__name__}: {exc}")
+                continue
             if report.ok:
                 state = "ended" if report.ended else "complete as exported" if report.trailer else "open"
                 progress.step(name, Outcome.DONE, f"{report.envelopes} envelopes verified ({state})")
@@ -297,4 +316,9 @@ def verify_all(
 
 def _failed(progress: Progress, name: str, message: str) -> None:
     progress.step(name, Outcome.FAILED, message)
+    progress.report(f"{name}: {message}")
+
+
+def _skipped(progress: Progress, name: str, message: str) -> None:
+    progress.step(name, Outcome.SKIPPED, message)
     progress.report(f"{name}: {message}")

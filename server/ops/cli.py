@@ -436,6 +436,7 @@ def _verify(args: argparse.Namespace) -> int:
     import msgspec
 
     from projections import View
+    from server.ops.bulk import checked
     from server.ops.verify import verify
 
     if (args.file is None) == (args.game is None):
@@ -448,10 +449,12 @@ def _verify(args: argparse.Namespace) -> int:
         if len(args.file) > 1 or args.file[0].is_dir():
             return _verify_files(args, keys)
         lines = _read_lines(args.file[0])
+        if lines is None:
+            return 1
         departed = _departed(str(args.file[0]), lines, args, keys)
         if departed is not None:
             return departed
-        report = verify(lines, keys=keys, allow_unsigned=args.allow_unsigned, complete=not args.open)
+        report = checked(lines, keys=keys, allow_unsigned=args.allow_unsigned, complete=not args.open)
         return _print_report(str(args.file[0]), report, live=False)
     base = f"{args.server.rstrip('/')}/games/{args.game}"
     if args.public_key:
@@ -501,8 +504,15 @@ def _verify_files(args: argparse.Namespace, keys: Any) -> int:
     return verify_all(files, progress, keys=keys, allow_unsigned=args.allow_unsigned, complete=not args.open)
 
 
-def _read_lines(path: Path) -> list[bytes]:
-    return [line for line in path.read_bytes().splitlines() if line.strip()]
+def _read_lines(path: Path) -> list[bytes] | None:
+    """The lines of an NDJSON file (a regular file, bounded: server.ops.files); None (said) if unreadable."""
+    from server.ops.files import read_lines
+
+    try:
+        return read_lines(path)
+    except OSError as exc:
+        print(f"orchestra: cannot read {path}: {exc}", file=sys.stderr)
+        return None
 
 
 def _departed(what: str, lines: list[bytes], args: argparse.Namespace, keys: Any) -> int | None:
@@ -513,6 +523,8 @@ def _departed(what: str, lines: list[bytes], args: argparse.Namespace, keys: Any
     if args.against is None:
         return None
     earlier = _read_lines(args.against)
+    if earlier is None:
+        return 1
     checked = verify(earlier, keys=keys, allow_unsigned=args.allow_unsigned)
     if not checked.ok:
         where = f" at version {checked.bad_version}" if checked.bad_version else ""
@@ -657,7 +669,7 @@ def _archive(args: argparse.Namespace) -> int:
     keys = _local_keys(args)
     if keys is None:
         return 2
-    signer, settings = _local_signer(args.data_dir)
+    signer, _ = _local_signer(args.data_dir)
 
     async def run(store: Any) -> int:
         if bulk:
@@ -670,7 +682,6 @@ def _archive(args: argparse.Namespace) -> int:
                 signer=signer,
                 before=before,
                 allow_unsigned=args.allow_unsigned,
-                failpoint=settings.failpoint if settings is not None else None,
             )
         try:
             done = await archive(
@@ -681,7 +692,6 @@ def _archive(args: argparse.Namespace) -> int:
                 signer=signer,
                 force=args.force,
                 allow_unsigned=args.allow_unsigned,
-                failpoint=settings.failpoint if settings is not None else None,
             )
         except (ArchiveError, OSError) as exc:
             print(f"orchestra: {exc}", file=sys.stderr)

@@ -11,9 +11,10 @@ creation time, and counted live only if it has not ended.
 
 Credentials: an archive made with the signing key carries the hashes of the game's seat and watch tokens
 in its trailer (under the signature), and the game comes back with them: its tokens work as before. A
-file without them (an archive made without the key, an export) brings back a public game that anyone can
-read and no seat can command (an ended game takes no command anyway); a private game's is refused, since
-no one could read the game it would bring back.
+file without them (an archive made without the key, an export) brings back an ended public game that
+anyone can read (an ended game takes no command anyway). It is refused for a private game, since no one
+could read it, and for a game that has not ended, since no one could play or end it: a game in play comes
+back only from a signed archive (`archive --force`), with its seats' tokens.
 
 An id already in the store is refused, unless the store holds exactly the file's envelopes (the game was
 imported already: a rerun skips it, so an interrupted import resumes), or `skip_existing`.
@@ -125,7 +126,10 @@ async def restore(
     Raises: RestoreError (the file does not verify, or its id is another game's), TooManyGames (a game
     in play into a store at `max_live` live games), StoreFull, StoreUnavailable.
     """
-    report = verify(lines, keys=keys, allow_unsigned=allow_unsigned, complete=complete)
+    try:
+        report = verify(lines, keys=keys, allow_unsigned=allow_unsigned, complete=complete)
+    except RecursionError:
+        raise RestoreError("INVALID: a line is nested too deeply to read") from None
     if not report.ok:
         where = f" at version {report.bad_version}" if report.bad_version else ""
         raise RestoreError(f"INVALID{where}: {report.problem}", report.bad_version)
@@ -142,6 +146,14 @@ async def restore(
             f"game {game_id!r} is private and the file carries no credentials (an archive made without the "
             "signing key): no one could read it"
         )
+    seats = [auth.seat_key(seat) for seat in range(len(created.players))]
+    if not report.ended and any(seat not in credentials for seat in seats):
+        if not await store.version(game_id):  # nothing to compare with: it would come back unplayable
+            raise RestoreError(
+                f"game {game_id!r} has not ended and the file does not carry its seats' credentials (an "
+                "export, or an archive made without the signing key): it would come back as a game in play "
+                "that no one can play or end; only a signed archive brings back a game in play"
+            )
     try:
         await store.restore(
             game_id,
