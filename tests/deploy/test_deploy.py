@@ -25,6 +25,7 @@ import yaml
 from server import config
 from server.ops.embedded_redis import find_redis_server
 from server.web.app import create_app
+from tests.deploy.dockerfile import Dockerfile
 from tests.support.redis import free_port, wait_for_ping
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -148,7 +149,7 @@ def test_ports_agree_between_service_deployment_configmap_and_the_server() -> No
     (port,) = container["ports"]
     assert port == {"name": "http", "containerPort": SERVER_PORT, "protocol": "TCP"}
     assert one("ConfigMap", "orchestra-config")["data"]["ORCHESTRA_PORT"] == str(SERVER_PORT)
-    assert container["command"] == ["orchestra", "serve"]
+    assert "command" not in container  # the image's CMD runs (tests/deploy/test_image.py)
     (service_port,) = one("Service", "orchestra")["spec"]["ports"]
     assert service_port["targetPort"] == port["name"]
     ingress = one("Ingress", "orchestra")["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]
@@ -234,8 +235,7 @@ def test_compose_runs_several_nodes_with_healthchecks_and_a_durable_redis() -> N
     nodes = compose_nodes()
     assert len(nodes) >= 2
     for node in nodes.values():
-        assert node["command"][:2] == ["orchestra", "serve"]
-        assert node["command"][node["command"].index("--port") + 1] == str(SERVER_PORT)
+        assert "command" not in node  # the image's CMD and ENV (tests/deploy/test_image.py)
         assert any("/healthz" in part for part in node["healthcheck"]["test"])
         assert "/healthz" in route_paths()
         assert node["environment"]["ORCHESTRA_REDIS_URL"].endswith("@redis:6379/0")
@@ -251,7 +251,7 @@ def test_compose_runs_several_nodes_with_healthchecks_and_a_durable_redis() -> N
     assert config_mount in store["volumes"] and "redis-data:/data" in store["volumes"]
     assert store["command"][:2] == ["redis-server", "/usr/local/etc/redis/redis.conf"]
     assert "redis-data" in compose()["volumes"]
-    assert 'CMD ["orchestra", "serve"]' in (DEPLOY / "Dockerfile").read_text()
+    assert Dockerfile(DEPLOY / "Dockerfile").env["ORCHESTRA_PORT"] == str(SERVER_PORT)
 
 
 # Redis ---------------------------------------------------------------------------------------------
