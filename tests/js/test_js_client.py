@@ -56,32 +56,6 @@ EXPECTED_TESTS = {
 }
 
 
-def node_problem() -> str | None:
-    """Why the Node tests cannot run here, or None."""
-    node = shutil.which("node")
-    if node is None:
-        return "node is not installed (apt-get install nodejs npm, then npm ci in clients/js)"
-    version = subprocess.run([node, "--version"], capture_output=True, text=True, check=True).stdout
-    if int(version.strip().lstrip("v").split(".")[0]) < 20:
-        return f"node {version.strip()} is too old: the client needs Node 20+"
-    if (
-        not (CLIENT / "node_modules" / "ws").is_dir()
-        or not (CLIENT / "node_modules" / ".bin" / "tsc").exists()
-    ):
-        return "clients/js/node_modules is missing: run `npm ci` in clients/js"
-    return None
-
-
-@pytest.fixture
-def node() -> str:
-    problem = node_problem()
-    if problem is not None:
-        pytest.skip(problem)
-    found = shutil.which("node")
-    assert found is not None
-    return found
-
-
 def _damage(url: str, game_id: str, version: int) -> None:
     """Append an envelope that does not decode at `version`, as whoever can write to Redis could."""
     client = redis.Redis.from_url(url)
