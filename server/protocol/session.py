@@ -128,19 +128,24 @@ class Session:
         self.hello: Hello | None = None
         self.role = "spectator"
         self.seat: int | None = None
-        self.version = 0  # the game's version as last told: rejections carry it
+        self.version = 0  # the game's version as last known: rejections carry it
 
     @property
     def view(self) -> LiveView:
         """What this client's live frames carry of the view: "delta", "full" or "none"."""
         return _VIEWS[self.hello.view] if self.hello is not None else "delta"
 
-    def receive(self, text: str | None) -> list[Action]:
-        """A message arrived: its text, or None for a binary frame."""
+    def receive(self, text: str | None, version: int | None = None) -> list[Action]:
+        """A message arrived: its text, or None for a binary frame; `version`, once admitted, the game's
+        version now (every live frame up to it is already queued for this connection)."""
         if self.state is State.HELLO:
             return self._receive_hello(text)
         if self.state is not State.OPEN:
             return []
+        if version is not None and version > self.version:
+            # A refusal of this connection's own says the game's version now, never an older one than
+            # the live frames the client was already sent.
+            self.version = version
         if text is None:
             return self._refuse(None, "bad_request", "frames are JSON text, not binary")
         limit = self.limits.max_frame_bytes
@@ -243,7 +248,8 @@ class Session:
 
     def accepted(self, command_id: str, version: int, envelopes: Sequence[bytes]) -> Send:
         """The answer to a command that was written: its last version and its envelopes as stored."""
-        self.version = version
+        # A repeated id's first answer may be long past: it never takes the known version back.
+        self.version = max(self.version, version)
         events = [msgspec.Raw(d) for d in envelopes]
         return Send(encode(Accepted(id=command_id, version=version, events=events)))
 
@@ -252,7 +258,7 @@ class Session:
         or `store_full` when the store refused it (a damaged history, a game being archived, no room); or
         `unavailable` when the store did not answer (the command may have been written: retry with the
         same id)."""
-        self.version = version
+        self.version = max(self.version, version)
         if isinstance(error, Rejected):
             return Send(rejected(command_id, error.code, error.message, version), error.code)
         if isinstance(error, UnreadableGame):

@@ -11,8 +11,8 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from domain import Rejected
-from domain.messages import Name
+from domain import Game, Rejected, decide
+from domain.messages import CreateGame, Name
 from server import auth
 from server.clock import utc_now
 from server.engine import listing
@@ -68,37 +68,31 @@ def _bearer(request: Request) -> str | None:
 
 
 async def create_game(request: Request) -> Response:
-    """POST /games: create a game; the seat tokens are shown here once and never again."""
+    """POST /games: create a game; the seat tokens are shown here once and never again.
+
+    The body is read and checked before the address's rate is spent: only a request that would create a
+    game counts against it, so a client's mistakes (400, 413) never hold back its next valid creation.
+    """
     ctx: Context = request.app.state.ctx
     if ctx.settings.api_key is not None:
         presented = _bearer(request) or ""
         if not auth.identify(presented, {"key": auth.digest(ctx.settings.api_key)}):
             return error(401, "forbidden", "creating games needs the server's API key as a Bearer token")
-    host = request.client.host if request.client else None
-    # This node's bucket first: a flood from one address is refused without a store call. Then the
-    # bucket every node shares, so that a client reaching several nodes still gets the one rate.
-    wait = ctx.creations.take(host)
-    if not wait and ctx.creations.rate > 0:
-        try:
-            shared = await ctx.games.store.take_token(
-                f"create:{client_key(host or 'unknown')}", ctx.creations.rate, ctx.creations.burst
-            )
-        except StoreError:
-            return unavailable()
-        wait = math.ceil(shared) if shared > 0 else 0
-    if wait:
-        ctx.metrics.creations_refused.labels("rate_limited").inc()
-        refused = error(429, "rate_limited", f"too many games created from this address; retry in {wait} s")
-        refused.headers["retry-after"] = str(wait)
-        return refused
     body = await _read_body(request, ctx.settings.max_body_bytes)
     if body is None:
         return error(413, "too_large", f"a request body may hold {ctx.settings.max_body_bytes} bytes")
     try:
         new = _decode_new_game(body)
-        created = await ctx.games.create(new.players, new.layout, new.spectators)
+        _check(new)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         return error(400, "bad_request", str(exc))
+    except Rejected as exc:
+        return error(400, exc.code, exc.message)
+    refused = await _creation_rate(request, ctx)
+    if refused is not None:
+        return refused
+    try:
+        created = await ctx.games.create(new.players, new.layout, new.spectators)
     except Rejected as exc:
         return error(400, exc.code, exc.message)
     except StoreFull:
@@ -111,6 +105,37 @@ async def create_game(request: Request) -> Response:
     except StoreError:
         return unavailable()
     return json(created, 201)
+
+
+def _check(new: NewGame) -> None:
+    """Decide the creation on an empty game, as the game's creation will (pure, no store call): raises
+    Rejected for players or a layout the rules refuse."""
+    command = CreateGame(
+        game_id="check", players=tuple(new.players), layout=new.layout, spectators=new.spectators
+    )
+    decide(Game(), command)
+
+
+async def _creation_rate(request: Request, ctx: Context) -> Response | None:
+    """Spend one of the client address's creations: None, or the 429 (or 503 without the store) to answer."""
+    host = request.client.host if request.client else None
+    # This node's bucket first: a flood from one address is refused without a store call. Then the
+    # bucket every node shares, so that a client reaching several nodes still gets the one rate.
+    wait = ctx.creations.take(host)
+    if not wait and ctx.creations.rate > 0:
+        try:
+            shared = await ctx.games.store.take_token(
+                f"create:{client_key(host or 'unknown')}", ctx.creations.rate, ctx.creations.burst
+            )
+        except StoreError:
+            return unavailable()
+        wait = math.ceil(shared) if shared > 0 else 0
+    if not wait:
+        return None
+    ctx.metrics.creations_refused.labels("rate_limited").inc()
+    refused = error(429, "rate_limited", f"too many games created from this address; retry in {wait} s")
+    refused.headers["retry-after"] = str(wait)
+    return refused
 
 
 async def list_games(request: Request) -> Response:
@@ -250,10 +275,10 @@ async def _read_body(request: Request, limit: int) -> bytes | None:
 
 
 def _flag(value: str | None) -> bool | None:
-    """A boolean query parameter: true/1 or false/0, absent is false; None if anything else."""
-    if value is None or value in ("false", "0"):
+    """A boolean query parameter: `true` or `false` (protocol.md), absent is false; None if anything else."""
+    if value is None or value == "false":
         return False
-    return True if value in ("true", "1") else None
+    return True if value == "true" else None
 
 
 def _digits(value: str) -> bool:

@@ -155,7 +155,7 @@ async def _serve(
         message = await websocket.receive()
         if message["type"] == "websocket.disconnect":
             return
-        for action in session.receive(message.get("text")):
+        for action in session.receive(message.get("text"), game.version):
             if isinstance(action, Submit):
                 # A connection's frames are answered in the order they came: the next is read once this
                 # command has its answer.
