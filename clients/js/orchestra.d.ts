@@ -277,7 +277,8 @@ export type RejectionCode =
   | "unavailable"
   | "store_full"
   | "damaged_game"
-  | "archiving";
+  | "archiving"
+  | "history_lost";
 /** The codes of HTTP errors: those, and the ones only HTTP carries (HTTP_ONLY). */
 export type HttpErrorCode = RejectionCode | "too_many_games";
 export interface RejectedFrame {

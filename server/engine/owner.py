@@ -65,6 +65,13 @@ class Outcome(msgspec.Struct, frozen=True):
     envelopes: list[bytes]
 
 
+class HistoryLost(Rejected):
+    """A repeated id whose envelopes the stream no longer holds (dropped from the store): its first answer
+    cannot be given again."""
+
+    code = "history_lost"
+
+
 # Gets a command's Outcome, or the Rejected or StoreError that refused it; called exactly once.
 Reply = Callable[[Outcome | Exception], None]
 # Told that the game folded new records (it reads what it needs from the game); must not block.
@@ -361,6 +368,12 @@ class LiveGame:
             records = await self._node.store.read(self.game_id, prior.first - 1, prior.last)
         except StoreError as exc:
             submission.answer(exc)
+            return
+        if [r.version for r in records] != list(range(prior.first, prior.last + 1)):
+            # Trimmed or deleted by hand: an `accepted` now would name versions no read can give.
+            span = f"{prior.first}" if prior.first == prior.last else f"{prior.first} to {prior.last}"
+            message = f"this id was accepted as version {span}, which the game's stream no longer holds"
+            submission.answer(HistoryLost(message))
             return
         submission.answer(Outcome(prior.last, [r.data for r in records]))
 

@@ -29,6 +29,7 @@ CODES: tuple[str, ...] = (
     "store_full",
     "damaged_game",
     "archiving",
+    "history_lost",
 )
 # Codes only an HTTP error carries.
 HTTP_ONLY: tuple[str, ...] = ("too_many_games",)
