@@ -2,17 +2,16 @@
 
 Every ORCHESTRA_* variable set anywhere is one the server reads (and its value converts); probes hit real
 routes; ports agree between the Service, the Deployment, compose, nginx and the server; the proxy passes
-websocket upgrades; a real redis-server accepts deploy/redis.conf; systemd accepts the unit.
+websocket upgrades; a real redis-server accepts deploy/redis.conf (the image: test_image.py; the unit:
+test_unit.py).
 """
 
 from __future__ import annotations
 
-import configparser
 import os
 import re
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -294,48 +293,6 @@ def test_a_real_redis_server_accepts_the_config_with_its_durability_and_memory_s
     finally:
         process.terminate()
         process.wait(10)
-
-
-# systemd -------------------------------------------------------------------------------------------
-
-
-def unit() -> configparser.ConfigParser:
-    parser = configparser.ConfigParser(interpolation=None, strict=True)
-    parser.optionxform = str  # type: ignore[assignment,method-assign]
-    parser.read_string((DEPLOY / "orchestra.service").read_text())
-    return parser
-
-
-def test_the_systemd_unit_runs_orchestra_serve_restarts_and_is_hardened() -> None:
-    parsed = unit()
-    assert set(parsed.sections()) == {"Unit", "Service", "Install"}
-    service = parsed["Service"]
-    program, command = service["ExecStart"].split()
-    assert Path(program).name == "orchestra" and command == "serve"
-    assert service["EnvironmentFile"].startswith("/etc/")
-    assert service["Restart"] in ("on-failure", "always")
-    assert service["KillSignal"] == "SIGTERM"
-    assert int(service["TimeoutStopSec"]) >= graceful_shutdown_seconds() + 5
-    for key in ("NoNewPrivileges", "ProtectSystem", "ProtectHome", "PrivateTmp", "RestrictNamespaces"):
-        assert service[key] in ("yes", "strict"), key
-    assert service["User"] != "root"
-    assert parsed["Install"]["WantedBy"] == "multi-user.target"
-
-
-@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed")
-def test_systemd_analyze_verify_accepts_the_unit(tmp_path: Path) -> None:
-    # The unit's ExecStart points at the installed venv; verify checks that it is executable, so point a
-    # copy at this checkout's `orchestra` instead.
-    orchestra = shutil.which("orchestra", path=str(Path(sys.executable).parent))
-    assert orchestra is not None
-    text = (DEPLOY / "orchestra.service").read_text()
-    copy = tmp_path / "orchestra.service"
-    copy.write_text(text.replace("/opt/orchestra/bin/orchestra", orchestra))
-    done = subprocess.run(
-        ["systemd-analyze", "verify", str(copy)], capture_output=True, text=True, timeout=60, check=False
-    )
-    complaints = [line for line in (done.stdout + done.stderr).splitlines() if "orchestra.service" in line]
-    assert done.returncode == 0 and complaints == [], done.stdout + done.stderr
 
 
 def test_every_example_api_key_is_a_placeholder_the_server_refuses_to_start_with() -> None:
