@@ -215,6 +215,8 @@ class Games:
         answered: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
 
         def reply(result: Outcome | Exception) -> None:
+            if answered.done():  # the caller was cancelled while it waited: nobody to tell
+                return
             if isinstance(result, Outcome):
                 answered.set_result(result)
             else:

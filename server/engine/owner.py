@@ -41,7 +41,7 @@ from server.engine.outbox import Outbox
 from server.engine.signing import Signer
 from server.metrics import Metrics
 from server.protocol.frames import DeltaFrame, EventsFrame, HistoryFrame, encode
-from server.protocol.session import HISTORY_CHANGED, LiveView
+from server.protocol.session import HISTORY_CHANGED, TOO_SLOW, LiveView
 from server.store import (
     Append,
     Appended,
@@ -72,7 +72,8 @@ class HistoryLost(Rejected):
     code = "history_lost"
 
 
-# Gets a command's Outcome, or the Rejected or StoreError that refused it; called exactly once.
+# Gets a command's Outcome, or the Rejected or StoreError that refused it; called exactly once. Should it
+# raise, the failure is its caller's alone: logged, and the round goes on (answers, fold, fan-out).
 Reply = Callable[[Outcome | Exception], None]
 # Told that the game folded new records (it reads what it needs from the game); must not block.
 Watcher = Callable[["LiveGame"], None]
@@ -81,10 +82,10 @@ Watcher = Callable[["LiveGame"], None]
 class Submission:
     """A command waiting for its outcome, and where the outcome goes."""
 
-    __slots__ = ("command", "key", "reply", "attempts", "answered", "timer")
+    __slots__ = ("command", "key", "reply", "attempts", "answered", "timer", "game_id")
 
-    def __init__(self, command: Command, reply: Reply) -> None:
-        self.command, self.reply = command, reply
+    def __init__(self, command: Command, reply: Reply, game_id: str = "") -> None:
+        self.command, self.reply, self.game_id = command, reply, game_id
         self.key = f"{command.seat}:{command.id}"
         self.attempts = 0
         self.answered = False
@@ -96,7 +97,16 @@ class Submission:
             self.answered = True
             if self.timer is not None:
                 self.timer.cancel()
-            self.reply(result)
+            try:
+                self.reply(result)
+            except Exception:
+                # One caller's failure (a gone connection, a bug in its reply) is its own: raised into the
+                # round, it would answer the others' written commands `unavailable` and skip the fold.
+                command = self.command
+                log.exception(
+                    "a command's reply failed",
+                    extra={"game_id": self.game_id, "seat": command.seat, "command_id": command.id},
+                )
 
     def expire(self) -> None:
         """The deadline passed: `unavailable` (the command may still land; a retry with its id tells)."""
@@ -201,7 +211,7 @@ class LiveGame:
     def submit(self, command: Command, reply: Reply) -> Submission:
         """Queue a command; `reply` gets its Outcome, or the Rejected or StoreError that refused it, by the
         command timeout at the latest."""
-        submission = Submission(command, reply)
+        submission = Submission(command, reply, self.game_id)
         if self.gone:
             submission.answer(UnknownGame("no such game"))
             return submission
@@ -585,17 +595,36 @@ class LiveGame:
         every follower."""
         watcher = self.watcher
         if watcher is not None:
-            watcher(self)
+            try:
+                watcher(self)
+            except Exception:  # the watcher's own failure: the followers still get their frame
+                log.exception("the game's watcher failed", extra={"game_id": self.game_id})
         followers = self.followers
         if not followers:
             return
         envelopes = [msgspec.Raw(r.data) for r in records]
         frames: dict[LiveView, bytes] = {}
+        broken: list[Follower] = []
         for follower in followers:
             frame = frames.get(follower.view)
             if frame is None:
                 frame = frames[follower.view] = self._frame(follower.view, envelopes)
-            follower.outbox.put(frame)
+            try:
+                follower.outbox.put(frame)
+            except Exception:
+                log.exception("a follower failed: closed", extra={"game_id": self.game_id})
+                broken.append(follower)
+        for follower in broken:
+            self._drop(follower)
+
+    def _drop(self, follower: Follower) -> None:
+        """Stop following for a follower that failed, and close its connection: it missed a frame, so it
+        must come back with `since` (1013, as a client too slow to read) rather than stay open with a gap."""
+        self.unfollow(follower)
+        try:
+            follower.outbox.shut(TOO_SLOW, "a frame could not be sent; reconnect with since")
+        except Exception:  # nothing more to do for it: its connection ends when its task does
+            log.exception("a failed follower could not be closed", extra={"game_id": self.game_id})
 
     def _frame(self, view: LiveView, envelopes: list[msgspec.Raw]) -> bytes:
         if view == "delta":

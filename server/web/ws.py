@@ -177,7 +177,9 @@ def _submit(
     answered = asyncio.get_running_loop().create_future()
 
     def reply(result: Outcome | Exception) -> None:
-        answered.set_result(None)
+        # The connection's task may have been cancelled while it waited (its future cancelled with it).
+        if not answered.done():
+            answered.set_result(None)
         if isinstance(result, Outcome):
             outbox.put(session.accepted(command.id, result.version, result.envelopes).data)
             elapsed = time.perf_counter() - started
