@@ -22,8 +22,8 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from server.ops.child import ChildServer
 
+from bench.child import ChildServer
 from tests.deploy.dockerfile import Dockerfile, UnreadLine
 from tests.deploy.test_deploy import compose, compose_nodes, one, route_paths, server_container
 from tests.deploy.venvs import Venv, get, make_venv

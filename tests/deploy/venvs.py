@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from server.ops.child import ChildServer
+from bench.child import ChildServer
 
 INSTALL_TIMEOUT = 600
 
