@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import Literal
 
 import msgspec
 
@@ -64,6 +65,9 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     wall_live_games: int = 200
     wall_ended_games: int = 8
     log_level: str = "info"
+    # "json": a JSON object per line; "text": warnings and errors in words, for people; "auto": text when
+    # standard error is a terminal, else JSON (server.ops.logs).
+    log_format: Literal["auto", "json", "text"] = "auto"
     # permessage-deflate on websockets: saves bandwidth on slow links, costs CPU per recipient per frame.
     ws_compression: bool = False
     # Frames shared by a game's clients framed once and written straight to each socket (see

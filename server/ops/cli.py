@@ -51,6 +51,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--data-dir", type=Path, help="where the embedded Redis keeps its files (default ./var)"
     )
+    _log_format_option(serve)
     serve.set_defaults(run=_serve)
 
     demo = sub.add_parser(
@@ -76,6 +77,7 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--placements", type=int, default=12, help="placements per bot (default 12)")
     demo.add_argument("--seed", type=int, help="seed the bots' choices, for a repeatable game")
     demo.add_argument("--exit-when-done", action="store_true", help="stop once the game has ended")
+    _log_format_option(demo)
     demo.set_defaults(run=_demo)
 
     new = sub.add_parser(
@@ -253,6 +255,15 @@ def _key_options(parser: argparse.ArgumentParser, data_dir: bool = True) -> None
     )
 
 
+def _log_format_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--log-format",
+        choices=("json", "text"),
+        help="json: a JSON object per line (the default when standard error is not a terminal); text: "
+        "warnings and errors in words (the default on a terminal). Also ORCHESTRA_LOG_FORMAT",
+    )
+
+
 def _server_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--server", default=DEFAULT_SERVER, help=f"the server's URL (default {DEFAULT_SERVER})"
@@ -273,6 +284,7 @@ def _settings(args: argparse.Namespace) -> Settings | None:
             port=args.port,
             redis_url=args.redis_url,
             data_dir=args.data_dir and str(args.data_dir),
+            log_format=args.log_format,
         )
     except ValueError as exc:
         print(f"orchestra: {exc}", file=sys.stderr)
@@ -295,13 +307,16 @@ def _serve(args: argparse.Namespace) -> int:
     settings = _settings(args)
     if settings is None:
         return 2
-    logs.setup(settings.log_level)
+    log_format = logs.setup(settings.log_level, log_format=settings.log_format)
     server = runner.uvicorn_server(settings)
 
     async def announce() -> None:
         url = await runner.started_url(server)
         if url is not None:
             print(f"Orchestra server running at {url}/", flush=True)
+            if log_format == "text":  # a person reads this: where to go, and how to stop
+                print(f"  games:   {url}/\n  wall:    {url}/wall\n  metrics: {url}/metrics", flush=True)
+                print("Press Ctrl-C to stop.", flush=True)
 
     async def run() -> None:
         watcher = asyncio.create_task(announce())
@@ -310,7 +325,10 @@ def _serve(args: argparse.Namespace) -> int:
         finally:
             watcher.cancel()
 
-    runner.run(run())
+    try:
+        runner.run(run())
+    except KeyboardInterrupt:  # Ctrl-C: uvicorn has shut down gracefully, then raised the signal again
+        return 0
     return 0 if server.started else 1
 
 
@@ -327,7 +345,7 @@ def _demo(args: argparse.Namespace) -> int:
     settings = _settings(args)
     if settings is None:
         return 2
-    logs.setup(settings.log_level)
+    logs.setup(settings.log_level, log_format=settings.log_format)
     options = client.DemoOptions(
         pace=(args.pace[0], args.pace[1]), placements=args.placements, seed=args.seed
     )

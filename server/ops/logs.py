@@ -1,11 +1,17 @@
-"""Structured logs: one JSON object per line, never a token."""
+"""Logs, never holding a token: one JSON object per line for machines, or a few lines in words for people.
+
+The format follows standard error: JSON lines when it is not a terminal (a pipe, a file, the journal), text
+when it is; ORCHESTRA_LOG_FORMAT / --log-format (`json`, `text`) says otherwise. The text shows only
+warnings and errors: the info lines (each request, each game) are for machines.
+"""
 
 from __future__ import annotations
 
 import logging
 import re
 import sys
-from typing import Any
+import time
+from typing import Any, Literal
 
 import msgspec
 
@@ -71,6 +77,46 @@ class JsonFormatter(logging.Formatter):
             return _encode({k: repr(v) for k, v in line.items()}).decode()
 
 
+class TextFormatter(logging.Formatter):
+    """Formats a record as one line in words: its time, level and message, and the fields it names. A
+    traceback, as uvicorn logs one in its message or a record carries one, is cut to its last line, which
+    says what went wrong."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        when = time.strftime("%H:%M:%S", time.localtime(record.created))
+        text = f"{when} {record.levelname.lower()}: {_last_line(record.getMessage())}"
+        fields = [
+            f"{name}: {getattr(record, name)}" for name in FIELDS if getattr(record, name, None) is not None
+        ]
+        if record.exc_info and record.exc_info[1] is not None:
+            error = record.exc_info[1]
+            said = _last_line(str(error))
+            fields.append(f"{type(error).__name__}: {said}" if said else type(error).__name__)
+        if fields:
+            text += f" ({'; '.join(fields)})"
+        # A terminal of any encoding takes it: what cannot be written (a lone surrogate) is replaced.
+        return without_query(text).encode("utf-8", "replace").decode("utf-8")
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines()]
+    return lines[-1] if lines else ""
+
+
+Format = Literal["auto", "json", "text"]
+
+
+def chosen_format(log_format: Format, stream: Any) -> Literal["json", "text"]:
+    """`log_format`, with "auto" decided by `stream`: text on a terminal, JSON otherwise."""
+    if log_format != "auto":
+        return log_format
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return "text" if callable(isatty) and isatty() else "json"
+    except ValueError:  # a closed stream
+        return "json"
+
+
 # What the websockets library writes through uvicorn's logger for every connection.
 _CONNECTION_LINES = frozenset({"connection open", "connection closed"})
 
@@ -93,10 +139,19 @@ class WithoutTargets(logging.Filter):
         return text not in _CONNECTION_LINES and '"WebSocket %s"' not in text
 
 
-def setup(level: str = "info", stream: Any = None) -> None:
-    """Send the server's and uvicorn's logs to `stream` (stderr) as JSON lines."""
-    handler = logging.StreamHandler(stream or sys.stderr)
-    handler.setFormatter(JsonFormatter())
+def setup(level: str = "info", stream: Any = None, log_format: Format = "auto") -> Literal["json", "text"]:
+    """Send the server's and uvicorn's logs to `stream` (stderr) in `log_format`; returns the format chosen.
+
+    Text holds warnings and errors only, whatever `level`: a person reads a few lines, not the access log.
+    """
+    stream = stream or sys.stderr
+    chosen = chosen_format(log_format, stream)
+    handler = logging.StreamHandler(stream)
+    if chosen == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(TextFormatter())
+        handler.setLevel(logging.WARNING)
     handler.addFilter(WithoutTargets())
     # A line holds none of the caller's thread or process: logging's documented switches stop it
     # collecting them for every record.
@@ -115,3 +170,4 @@ def setup(level: str = "info", stream: Any = None) -> None:
     for name in ("uvicorn", "websockets"):
         logging.getLogger(name).setLevel(max(logging.INFO, root.level))
     # uvicorn's access log is off (server.ops.runner) and filtered out should it run: see WithoutTargets.
+    return chosen
