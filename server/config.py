@@ -80,8 +80,6 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # Public keys of retired signing keys (base64, comma-separated), besides those in <key file>.retired:
     # games they signed still verify.
     signing_retired_keys: str | None = None
-    # Test only: a named failpoint to trigger (for example "exit_after_append").
-    failpoint: str | None = None
 
     def __post_init__(self) -> None:
         if not 0 < self.presence_heartbeat < self.presence_expiry:

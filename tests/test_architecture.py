@@ -103,6 +103,16 @@ def test_the_server_import_check_sees_imports_anywhere_in_a_module() -> None:
     assert _imports(ast.parse(source)) & NOT_FOR_THE_SERVER == NOT_FOR_THE_SERVER
 
 
+def test_no_setting_reaches_a_failpoint() -> None:
+    """Fault tests use real faults (kill, SIGSTOP) or a hook of their own in tests/support: no setting
+    names one, and the old one is refused as unknown."""
+    from server.config import Settings, from_env
+
+    assert not [name for name in Settings.__struct_fields__ if "fail" in name]
+    with pytest.raises(ValueError, match="failpoint"):
+        from_env({"ORCHESTRA_FAILPOINT": "exit_after_append"})
+
+
 # Import cycles ------------------------------------------------------------------------------------------
 
 PROJECT_PACKAGES = ("domain", "projections", "server", "orchestra_client", "bench")
