@@ -26,7 +26,8 @@ PER_ADDRESS = "per_address"
 HEAD_TOO_LARGE = "head_too_large"
 HEAD_TIMEOUT = "head_timeout"
 BODY_TIMEOUT = "body_timeout"
-REASONS = (GLOBAL, PER_ADDRESS, HEAD_TOO_LARGE, HEAD_TIMEOUT, BODY_TIMEOUT)
+SEND_TIMEOUT = "send_timeout"
+REASONS = (GLOBAL, PER_ADDRESS, HEAD_TOO_LARGE, HEAD_TIMEOUT, BODY_TIMEOUT, SEND_TIMEOUT)
 # Descriptors kept for everything but client connections: Redis connections, the embedded Redis's pipes,
 # log and data files, the listening socket. A quarter of the limit when the limit is small.
 RESERVED_DESCRIPTORS = 1024
@@ -56,8 +57,8 @@ def fitted(wanted: int, descriptors: int) -> int:
 
 
 def address_key(peername: object) -> str:
-    """The client address a connection counts against: its IPv4 address, or the /64 prefix of an IPv6
-    one (a single host commonly holds a whole /64); IPv4-mapped IPv6 addresses count as IPv4."""
+    """The client address a connection counts against: its IPv4 address, or the /56 prefix of an IPv6
+    one; IPv4-mapped IPv6 addresses count as IPv4."""
     if not isinstance(peername, tuple) or not peername or not isinstance(peername[0], str):
         return "local"  # a unix socket, or a transport that does not say
     host = peername[0]
@@ -70,7 +71,9 @@ def address_key(peername: object) -> str:
         packed = socket.inet_pton(socket.AF_INET6, host)
     except OSError:
         return host
-    return socket.inet_ntop(socket.AF_INET6, packed[:8] + bytes(8)) + "/64"
+    # A single host commonly holds a whole /64, and a single customer (a home, a rented server) a /56 or
+    # more: counted by /64, one customer would have 256 limits' worth of connections.
+    return socket.inet_ntop(socket.AF_INET6, packed[:7] + bytes(9)) + "/56"
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,7 @@ class Limits:
     max_per_address: int
     max_head_bytes: int
     request_timeout: float
+    send_timeout: float = 10.0
 
 
 class ConnectionLimits:
@@ -184,5 +188,6 @@ def from_settings(settings: Settings) -> ConnectionLimits:
             max_per_address=settings.max_connections_per_address,
             max_head_bytes=settings.max_head_bytes,
             request_timeout=settings.request_timeout,
+            send_timeout=settings.send_timeout,
         )
     )

@@ -25,14 +25,15 @@ def limits(max_connections: int = 3, max_per_address: int = 2) -> ConnectionLimi
     [
         (("203.0.113.7", 4321), "203.0.113.7"),
         (("::ffff:203.0.113.7", 4321, 0, 0), "203.0.113.7"),
-        (("2001:db8:1:2:3:4:5:6", 4321, 0, 0), "2001:db8:1:2::/64"),
-        (("2001:db8:1:2:ffff::1", 4321, 0, 0), "2001:db8:1:2::/64"),
-        (("fe80::1%eth0", 4321, 0, 2), "fe80::/64"),
+        (("2001:db8:1:2:3:4:5:6", 4321, 0, 0), "2001:db8:1::/56"),
+        (("2001:db8:1:ff:ffff::1", 4321, 0, 0), "2001:db8:1::/56"),  # another /64 of the same /56
+        (("2001:db8:1:100::1", 4321, 0, 0), "2001:db8:1:100::/56"),
+        (("fe80::1%eth0", 4321, 0, 2), "fe80::/56"),
         (None, "local"),
         ("/run/orchestra.sock", "local"),
     ],
 )
-def test_a_connection_counts_against_its_ipv4_address_or_its_ipv6_64(peername: object, key: str) -> None:
+def test_a_connection_counts_against_its_ipv4_address_or_its_ipv6_56(peername: object, key: str) -> None:
     assert address_key(peername) == key
 
 
@@ -112,6 +113,7 @@ async def test_refusals_are_logged_at_once_then_summed_up_at_most_once_per_windo
         "head_too_large": 0,
         "head_timeout": 2,
         "body_timeout": 0,
+        "send_timeout": 0,
     }
 
 

@@ -10,6 +10,16 @@ watching each request on the way: its head (request line and headers) must end w
 parsed here: httptools does that, and says when a head and a request are complete. A connection closed
 while idle between requests (keep-alive) is not counted as refused, as before.
 
+One request at a time: what a read brings is passed on in pieces, each up to the end of a head
+(`\r\n\r\n`, which is where llhttp ends one), and once a whole request waits for its response the rest
+is held and the socket's reading paused until the response is complete; pipelined requests wait unread
+in the socket. (A piece that ends a body may also hold the next request's head: then uvicorn queues that
+one, so at most one request is parsed ahead of the one answered.) And one deadline for sending: while
+the transport's write buffer is over its high-water mark, or the connection is closing with bytes
+unsent, the client must take `SEND_PROGRESS_BYTES` of them (or all) every `send_timeout` seconds, else
+the connection is cut (`abort`: a plain close would wait for the buffer to drain, which a client that
+never reads never allows).
+
 A websocket stays counted until it closes: uvicorn upgrades a connection by handing the transport to
 its websocket protocol (`transport.set_protocol`); the HTTP protocol holds a view of the transport whose
 `set_protocol` makes the websocket protocol the gate's instead, so the gate still hears the close. Once
@@ -19,7 +29,8 @@ transport itself: frames cost what they did without the gate.
 What this relies on of uvicorn beyond its documented Config: `HttpToolsProtocol` (subclassed here to hear
 when a head, a request and a response are complete, through `on_headers_complete` and
 `on_message_complete`, httptools's parser callbacks uvicorn implements, and uvicorn's own
-`on_response_complete`), its constructor's arguments, that its upgrade goes through
+`on_response_complete`), its constructor's arguments, that it pauses and resumes reading through its
+transport (the view combines that with the gate's own pause), that its upgrade goes through
 `transport.set_protocol`, that its websocket protocol keeps its transport as `transport` (should it not,
 frames go through the view: slower, still right), and that its shutdown closes what is in
 `server_state.connections` with `shutdown()` (the gate is there until it has made the HTTP protocol).
@@ -31,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import re
 from typing import Any, ClassVar, cast
 
 import uvicorn
@@ -42,6 +54,7 @@ from server.connections import (
     BODY_TIMEOUT,
     HEAD_TIMEOUT,
     HEAD_TOO_LARGE,
+    SEND_TIMEOUT,
     ConnectionLimits,
     address_key,
 )
@@ -50,8 +63,17 @@ _HOOKS = ("on_headers_complete", "on_message_complete", "on_response_complete")
 _CALLED = ("connection_made", "data_received", "eof_received", "connection_lost", "pause_writing")
 _CONSTRUCTOR = ("config", "server_state", "app_state", "_loop")
 _HEAD_END = b"\r\n\r\n"
+# A head's end with the blank lines after it, which the parser skips: one piece, not one per blank line.
+_PIECE_END = re.compile(rb"\r\n\r\n(?:\r\n)*")
 # What the transport calls on the websocket protocol itself once a connection is handed over.
 _HANDED = ("data_received", "eof_received", "pause_writing", "resume_writing")
+# What a client whose answer waits in the write buffer must take of it every `send_timeout` seconds (all
+# of it, when less is left): uvloop's and asyncio's low-water mark, so a client that reads at all does.
+SEND_PROGRESS_BYTES = 16 * 1024
+# Requests a connection may have parsed at once: the one answered and one behind it (only ever behind a
+# request whose body ends in the same piece). The parser cannot stop within a read: a chunked body can
+# hide more requests after it, and those are dropped.
+MOST_REQUESTS = 2
 
 
 def too_large_answer(most: int) -> bytes:
@@ -113,7 +135,7 @@ class _TransportView:
         return self._transport.is_closing()
 
     def close(self) -> None:
-        self._transport.close()
+        self._gate.close()
 
     def abort(self) -> None:
         self._transport.abort()
@@ -122,10 +144,10 @@ class _TransportView:
         return self._transport.get_extra_info(name, default)
 
     def pause_reading(self) -> None:
-        self._transport.pause_reading()
+        self._gate.pause_inner(True)
 
     def resume_reading(self) -> None:
-        self._transport.resume_reading()
+        self._gate.pause_inner(False)
 
     def is_reading(self) -> bool:
         return self._transport.is_reading()
@@ -146,16 +168,36 @@ class _TransportView:
         self._transport.set_write_buffer_limits(high, low)
 
 
+def _body_length(headers: list[tuple[bytes, bytes]]) -> int:
+    """The body's length a request's content-length gives (llhttp has checked it); 0 if none."""
+    for name, value in headers:
+        if name == b"content-length":
+            return int(value) if value.isdigit() else 0
+    return 0
+
+
 class _WatchedHttp(HttpToolsProtocol):
     """uvicorn's httptools protocol, telling its gate when a head, a request and a response are done."""
 
     gate: GatedHttpProtocol
 
     def on_headers_complete(self) -> None:
-        self.gate.head_complete()
+        gate = self.gate
+        if gate.overflowed:
+            return
+        if not gate.head_complete(_body_length(self.headers)):
+            # Beyond what may be parsed ahead: no request made; the last one made is the last answered.
+            self.cycle.keep_alive = False
+            return
         super().on_headers_complete()
 
+    def on_body(self, body: bytes) -> None:
+        if not self.gate.overflowed:  # a dropped request's body is not the last request's
+            super().on_body(body)
+
     def on_message_complete(self) -> None:
+        if self.gate.overflowed:
+            return
         super().on_message_complete()
         self.gate.request_complete()
 
@@ -192,6 +234,22 @@ class GatedHttpProtocol(asyncio.Protocol):
         self._tail = b""  # the last bytes of the head so far: its end may straddle two reads
         self._unanswered = 0  # requests whose head came and whose response is not complete yet
         self._answered = False
+        self._handed = False  # upgraded: the websocket protocol has the connection
+        # The bytes of the current request's body still to come, when its content-length says; and
+        # whether the parser went past the requests a connection may have at once (see `head_complete`).
+        self._body_left = 0
+        self.overflowed = False
+        # Received bytes held (from `_held_at` on) while a request is answered, reading paused meanwhile;
+        # the last bytes passed on (a head's end may straddle two reads); whether the HTTP protocol asked
+        # for reading paused, and whether it is.
+        self._held: bytes | None = None
+        self._held_at = 0
+        self._passed_tail = b""
+        self._inner_paused = False
+        self._read_paused = False
+        # The send deadline: its timer, and the bytes unsent when it was set.
+        self._send_timer: asyncio.TimerHandle | None = None
+        self._unsent = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         transport = cast(asyncio.Transport, transport)
@@ -221,9 +279,78 @@ class GatedHttpProtocol(asyncio.Protocol):
 
     def shutdown(self) -> None:
         """uvicorn's shutdown, for a connection that has not sent a whole head yet: closed."""
-        self.transport.close()
+        self.close()
 
     def data_received(self, data: bytes) -> None:
+        held = self._held
+        if held is not None:
+            # Reading is paused while a request is answered; a read that was under way waits as well.
+            self._held, self._held_at = held[self._held_at :] + data, 0
+            return
+        self._feed(data, 0)
+
+    def _feed(self, data: bytes, at: int) -> None:
+        """Pass `data` on from `at`, a piece at a time: once a whole request waits for its response, the
+        rest is held and reading paused (see the module's docstring)."""
+        end = len(data)
+        while at < end:
+            cut = self._piece_end(data, at)
+            piece = data if at == 0 and cut == end else data[at:cut]
+            at = cut
+            self._passed_tail = (self._passed_tail + piece[-3:])[-3:]
+            self._take(piece)
+            if self._handed or self.address is None or self.transport.is_closing():
+                return  # after an upgrade, uvicorn's own protocol never read past the upgrade either
+            if at < end and self._awaiting and self._unanswered:
+                self._held, self._held_at = data, at
+                self._apply_reading()
+                return
+
+    def _piece_end(self, data: bytes, at: int) -> int:
+        """Where the piece of `data` from `at` ends: at the end of a body of known length, just past the
+        next head's end while a head is awaited, else (a chunked body) at the end of `data`."""
+        left = self._body_left
+        if left:
+            self._body_left = max(0, left - (len(data) - at))
+            return min(len(data), at + left)
+        if not self._awaiting:
+            return len(data)
+        if at == 0 and self._passed_tail:
+            straddling = (self._passed_tail + data[:3]).find(_HEAD_END)
+            if straddling >= 0:
+                return straddling + len(_HEAD_END) - len(self._passed_tail)
+        found = _PIECE_END.search(data, at)
+        return len(data) if found is None else found.end()
+
+    def _release(self) -> None:
+        """The response is complete: what was held is passed on, and reading resumed once all of it is."""
+        held = self._held
+        if held is None or self._unanswered or self.address is None or self.transport.is_closing():
+            return
+        self._held = None
+        self._feed(held, self._held_at)
+        if self._held is None:
+            self._apply_reading()
+
+    def pause_inner(self, paused: bool) -> None:
+        """The HTTP protocol pauses or resumes reading (its own flow control): so be it, unless the gate
+        holds data, when reading stays paused until it is passed on."""
+        self._inner_paused = paused
+        self._apply_reading()
+
+    def _apply_reading(self) -> None:
+        paused = self._inner_paused or self._held is not None
+        if paused is self._read_paused or self.transport.is_closing():
+            return
+        self._read_paused = paused
+        if paused:
+            self.transport.pause_reading()
+        else:
+            self.transport.resume_reading()
+
+    def _take(self, data: bytes) -> None:
+        if self.overflowed:
+            return  # the connection closes after the requests it has: the rest is never parsed
         if not self._awaiting:
             self.inner.data_received(data)
             return
@@ -271,6 +398,8 @@ class GatedHttpProtocol(asyncio.Protocol):
             return
         self.address = None
         self._disarm()
+        self._unwatch_sending()
+        self._held = None
         self.limits.release(address)
         if self._early is not None:
             self._built[1].connections.discard(self)
@@ -284,20 +413,32 @@ class GatedHttpProtocol(asyncio.Protocol):
         inner.connection_lost(exc)
 
     def pause_writing(self) -> None:
+        self._watch_sending()
         if self._early is None:
             self.inner.pause_writing()
 
     def resume_writing(self) -> None:
+        self._unwatch_sending()  # the client took what was over the high-water mark
         if self._early is None:
             self.inner.resume_writing()
 
     # What the HTTP protocol says of its requests.
 
-    def head_complete(self) -> None:
+    def head_complete(self, body_length: int) -> bool:
+        """A head has come whole, announcing a body of `body_length` bytes (0: none, or chunked); False
+        if the parser went past the requests a connection may have at once: the request is dropped and
+        the connection closes after the answers before it."""
+        if self._unanswered >= MOST_REQUESTS:
+            self.overflowed = True
+            self._awaiting = False
+            return False
         self._awaiting = False
+        self._body_left = body_length
         self._unanswered += 1
+        return True
 
     def request_complete(self) -> None:
+        self._body_left = 0
         self._disarm()
         self._awaiting, self._head_bytes, self._tail = True, 0, b""
         if not self._unanswered:
@@ -308,12 +449,17 @@ class GatedHttpProtocol(asyncio.Protocol):
         self._answered = True
         if not self._unanswered and self._awaiting and self._timer is None:
             self._arm()
+        if not self._unanswered and self._held is not None:
+            # Not from within uvicorn's response: the next request starts on its own turn of the loop.
+            self._loop.call_soon(self._release)
 
     def hand_over(self, protocol: asyncio.Protocol, view: _TransportView) -> None:
         """The connection now speaks `protocol` (a websocket): the gate stays the transport's protocol,
         to hear the close, and the transport calls the new protocol's own methods for all the rest."""
         self._disarm()
+        self._unwatch_sending()
         self._awaiting = False
+        self._handed = True
         self.inner = protocol
         # Instance attributes shadow this class's methods, and the transport looks the protocol's
         # data_received up again when it is set: data goes to the websocket protocol with no call between.
@@ -339,7 +485,7 @@ class GatedHttpProtocol(asyncio.Protocol):
         if self.address is None or self.transport.is_closing():
             return
         if self._awaiting and not self._head_bytes and self._answered:
-            self.transport.close()  # idle between requests: keep-alive's end, not a refusal
+            self.close()  # idle between requests: keep-alive's end, not a refusal
             return
         self._refuse(HEAD_TIMEOUT if self._awaiting else BODY_TIMEOUT)
 
@@ -350,7 +496,38 @@ class GatedHttpProtocol(asyncio.Protocol):
             self.limits.refuse(reason, self.address)
         if answer:
             self.transport.write(answer)
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection: at once when all is sent, else once it is (within the send deadline)."""
         self.transport.close()
+        if self.address is not None and self.transport.get_write_buffer_size():
+            self._watch_sending()
+
+    # The send deadline.
+
+    def _watch_sending(self) -> None:
+        if self._send_timer is None and self.address is not None:
+            self._unsent = self.transport.get_write_buffer_size()
+            self._send_timer = self._loop.call_later(self.limits.limits.send_timeout, self._check_sending)
+
+    def _unwatch_sending(self) -> None:
+        if self._send_timer is not None:
+            self._send_timer.cancel()
+            self._send_timer = None
+
+    def _check_sending(self) -> None:
+        self._send_timer = None
+        if self.address is None:
+            return
+        unsent = self.transport.get_write_buffer_size()
+        if unsent and self._unsent - unsent < min(SEND_PROGRESS_BYTES, self._unsent):
+            self._disarm()
+            self._unwatch_sending()
+            self.limits.refuse(SEND_TIMEOUT, self.address)
+            self.transport.abort()
+        elif unsent:
+            self._watch_sending()
 
 
 def gated_http(limits: ConnectionLimits) -> type[asyncio.Protocol]:

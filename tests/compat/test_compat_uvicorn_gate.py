@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import socket
 import weakref
 from collections.abc import AsyncIterator
 from typing import Any
@@ -15,11 +16,19 @@ from typing import Any
 import pytest
 import uvicorn
 import uvloop
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from websockets.asyncio.client import connect
 
 from server.compat import installed
 from server.compat.uvicorn import SharedFrameProtocol
-from server.compat.uvicorn_gate import GatedHttpProtocol, _TransportView, gated_http, missing
+from server.compat.uvicorn_gate import (
+    MOST_REQUESTS,
+    SEND_PROGRESS_BYTES,
+    GatedHttpProtocol,
+    _TransportView,
+    gated_http,
+    missing,
+)
 from server.connections import ConnectionLimits, Limits
 
 HEAD = 1024
@@ -28,15 +37,26 @@ TIMEOUT = 0.3
 
 def limits(**changed: Any) -> ConnectionLimits:
     fields: dict[str, Any] = dict(
-        max_connections=50, max_per_address=20, max_head_bytes=HEAD, request_timeout=TIMEOUT
+        max_connections=50,
+        max_per_address=20,
+        max_head_bytes=HEAD,
+        request_timeout=TIMEOUT,
+        send_timeout=TIMEOUT,
     )
     fields.update(changed)
     return ConnectionLimits(Limits(**fields))
 
 
+BIG = 1 << 20
+HUGE = 32 << 20  # more than the kernel's socket buffers take, whatever their tuning
+started: list[str] = []  # the paths of the HTTP requests the app was given, in order
+
+
 async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     """HTTP: answers "<path> <body length>" once the body is read (/slow: half a second later; /refuse:
-    at once, without reading the body). Websocket: echoes text."""
+    at once, without reading the body; /big, /huge: BIG, HUGE bytes). Websocket: echoes text."""
+    if scope["type"] == "http":
+        started.append(scope["path"])
     if scope["type"] == "websocket":
         await receive()
         await send({"type": "websocket.accept"})
@@ -52,7 +72,8 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
                 break
     if scope["path"] == "/slow":
         await asyncio.sleep(0.5)
-    body = f"{scope['path']} {size}".encode()
+    sizes = {"/big": BIG, "/huge": HUGE}
+    body = b"b" * sizes[scope["path"]] if scope["path"] in sizes else f"{scope['path']} {size}".encode()
     status = 413 if scope["path"] == "/refuse" else 200
     headers = [(b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": status, "headers": headers})
@@ -132,7 +153,10 @@ class Raw:
 
 @pytest.fixture(autouse=True)
 async def close_clients() -> AsyncIterator[None]:
+    started.clear()
     yield
+    while unread:
+        unread.pop().close()
     while Raw.opened:
         Raw.opened.pop().close()
     await asyncio.sleep(0)
@@ -399,3 +423,104 @@ def test_the_gate_is_a_class_uvicorn_can_build() -> None:
     counts = limits()
     built = gated_http(counts)
     assert issubclass(built, GatedHttpProtocol) and built.limits is counts
+
+
+unread: list[socket.socket] = []
+
+
+async def never_reading(port: int, data: bytes) -> socket.socket:
+    """A client with a 4 KiB receive window that sends `data` and never reads (closed after the test)."""
+    sock = socket.socket()
+    unread.append(sock)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.setblocking(False)
+    loop = asyncio.get_running_loop()
+    await loop.sock_connect(sock, ("127.0.0.1", port))
+    await loop.sock_sendall(sock, data)
+    return sock
+
+
+def gates(server: uvicorn.Server) -> list[GatedHttpProtocol]:
+    """The gates of the server's HTTP connections (through the view their HTTP protocol writes to)."""
+    found = []
+    for protocol in server.server_state.connections:
+        transport = getattr(protocol, "transport", None)
+        if isinstance(transport, _TransportView):
+            found.append(transport._gate)
+    return found
+
+
+async def test_pipelined_requests_wait_unread_in_the_socket_while_one_is_answered() -> None:
+    counts = limits(send_timeout=30)
+    async with serving(counts) as (server, port):
+        sent = get("/big") * 2000
+        sock = await never_reading(port, sent)
+        await asyncio.sleep(TIMEOUT)
+        # Answered one after the other until the socket's buffers are full (the kernel takes a few MiB),
+        # then the one whose answer waits: the others are not parsed, their bytes held or in the socket.
+        assert 1 <= len(started) < 20
+        (gate,) = gates(server)
+        inner = gate.inner
+        assert isinstance(inner, HttpToolsProtocol) and not inner.pipeline
+        assert not gate.transport.is_reading()
+        held = gate._held
+        assert held is not None and len(held) - gate._held_at <= len(sent) - len(started) * len(get("/big"))
+        sock.close()
+        await settled(lambda: counts.open == 0)
+    assert not any(counts.refused.values())
+
+
+async def test_many_pipelined_requests_are_all_answered_in_order_to_a_client_that_reads() -> None:
+    counts = limits()
+    async with serving(counts) as (_, port):
+        client = await Raw.open(port)
+        post = b"POST /post HTTP/1.1\r\nhost: test\r\ncontent-length: 9\r\n\r\n\r\n\r\nabcde"
+        requests = [get(f"/{n}") if n % 3 else post for n in range(300)]
+        await client.send(b"".join(requests))
+        answers = [await client.response() for _ in requests]
+        assert answers == [(200, f"/{n} 0".encode() if n % 3 else b"/post 9") for n in range(300)]
+    assert not any(counts.refused.values())
+
+
+async def test_requests_parsed_past_the_limit_behind_a_chunked_body_are_dropped() -> None:
+    counts = limits()
+    async with serving(counts) as (_, port):
+        client = await Raw.open(port)
+        chunked = b"POST /chunked HTTP/1.1\r\nhost: test\r\ntransfer-encoding: chunked\r\n\r\n"
+        await client.send(chunked)
+        await asyncio.sleep(0.05)
+        # The body's end and three more requests in one read: the parser cannot stop within it.
+        await client.send(b"3\r\nabc\r\n0\r\n\r\n" + get("/one") + get("/two") + get("/three"))
+        answers = [await client.response() for _ in range(MOST_REQUESTS)]
+        assert answers == [(200, b"/chunked 3"), (200, b"/one 0")]
+        assert await client.closed_within(1)
+        assert started == ["/chunked", "/one"]
+
+
+async def test_an_answer_not_read_is_cut_at_the_send_deadline_and_counted() -> None:
+    counts = limits(request_timeout=30)
+    async with serving(counts) as (_, port):
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        await never_reading(port, get("/big") * 100)
+        await never_reading(port, get("/huge", connection="close"))  # closed once sent: never
+        await settled(lambda: counts.open == 0, TIMEOUT * 10)
+        assert loop.time() - began >= TIMEOUT
+        assert counts.refused["send_timeout"] == 2
+
+
+async def test_a_client_that_reads_slowly_but_steadily_is_not_cut() -> None:
+    counts = limits(request_timeout=30)
+    async with serving(counts) as (_, port):
+        client = await Raw.open(port)
+        await client.send(get("/big"))
+        received = 0
+        head = await client.reader.readuntil(b"\r\n\r\n")
+        while received < BIG:
+            # Half the deadline between reads of twice what the deadline asks for.
+            received += len(await client.reader.readexactly(min(2 * SEND_PROGRESS_BYTES, BIG - received)))
+            await asyncio.sleep(TIMEOUT / 2)
+        assert head.startswith(b"HTTP/1.1 200 ") and received == BIG
+        await client.send(get("/after"))
+        assert await client.response() == (200, b"/after 0")
+    assert not any(counts.refused.values())
