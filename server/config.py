@@ -36,6 +36,8 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # request (from the connection's start or its previous response): past either the connection closes.
     max_head_bytes: int = 16 * 1024
     request_timeout: float = 5.0
+    # Seconds an HTTP client whose answer waits unsent must take 16 KiB of it (or all) in: else it is cut.
+    send_timeout: float = 10.0
     # TCP connections open at once (HTTP and websocket alike), and from one client address (0: no limit).
     max_connections: int = 20_000
     max_connections_per_address: int = 1000
