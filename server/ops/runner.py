@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -15,6 +16,11 @@ from server.config import Settings
 from server.web.app import create_app
 
 T = TypeVar("T")
+
+
+def forwarded_allow_ips() -> str:
+    """The proxies trusted to name the client (FORWARDED_ALLOW_IPS: addresses, networks, `*`); or none."""
+    return os.environ.get("FORWARDED_ALLOW_IPS", "").strip()
 
 
 def uvicorn_server(settings: Settings, graceful_seconds: int = 5) -> uvicorn.Server:
@@ -44,6 +50,10 @@ def uvicorn_server(settings: Settings, graceful_seconds: int = 5) -> uvicorn.Ser
         # the access log instead, naming the route.
         access_log=False,
         timeout_graceful_shutdown=graceful_seconds,
+        # X-Forwarded-For names the client only when it comes from a proxy FORWARDED_ALLOW_IPS names
+        # (uvicorn's own default trusts 127.0.0.1, where anything local may pass a client's header on).
+        proxy_headers=bool(forwarded_allow_ips()),
+        forwarded_allow_ips=forwarded_allow_ips(),
     )
     return uvicorn.Server(config)
 
