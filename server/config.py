@@ -79,9 +79,11 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # (PEM); neither: <data_dir>/signing.key, made on first start. Nodes sharing a Redis share one key.
     signing_key: str | None = None
     signing_key_file: str | None = None
-    # Public keys of retired signing keys (base64, comma-separated), besides those in <key file>.retired:
-    # games they signed still verify.
+    # Retired signing keys, each `<base64 public key>@<time it was retired>` (comma-separated), besides
+    # those in <key file>.retired: they verify what they signed before that time.
     signing_retired_keys: str | None = None
+    # Accept a signing key file that group or others may read (refused otherwise: it is the key itself).
+    signing_key_readable: bool = False
 
     def __post_init__(self) -> None:
         if not 0 < self.presence_heartbeat < self.presence_expiry:
@@ -108,3 +110,26 @@ def from_env(environ: Mapping[str, str] | None = None, **overrides: object) -> S
         return msgspec.convert(raw, Settings, strict=False)
     except msgspec.ValidationError as exc:
         raise ValueError(f"bad ORCHESTRA_* setting: {exc}") from None
+
+
+def redis_url_problem(url: str | None) -> str | None:
+    """Why `url` may not be the Redis URL a server starts with (its password a placeholder word copied
+    from an example: deploy/ writes `change-me`), or None when it may."""
+    from urllib.parse import unquote, urlsplit
+
+    from server.auth import PLACEHOLDERS
+
+    if url is None:
+        return None
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        return None  # not a URL at all: the Redis client says so
+    folded = "".join(char for char in unquote(password or "").casefold() if char.isalnum())
+    for word in PLACEHOLDERS:
+        if word in folded:
+            return (
+                f"ORCHESTRA_REDIS_URL's password holds the placeholder word {word!r}: set a generated one "
+                "(openssl rand -hex 24) in Redis and in the URL"
+            )
+    return None

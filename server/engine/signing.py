@@ -12,6 +12,11 @@ for one kind of line (an envelope, an export's trailer) from passing for another
 
 A key's id is the first 16 hex digits of the SHA-256 of its raw 32-byte public key, so anyone holding a
 public key can tell which lines it signed.
+
+A key has a time: a retired key (`retired_at`) vouches only for lines dated before its retirement, and
+keys follow one another, so a game's lines signed by a key retired earlier never come after one of a key
+retired later (or still current). A copy of a key taken before it was retired can then sign nothing a
+verifier takes as written after the retirement, nor anything after the newer key's lines.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import base64
 import binascii
 import hashlib
 from collections.abc import Iterable
+from datetime import UTC, datetime
 
 import msgspec
 from cryptography.exceptions import InvalidSignature
@@ -57,12 +63,56 @@ def public_key_from_text(text: str) -> Ed25519PublicKey:
         raise SigningKeyError(f"not a base64 Ed25519 public key: {text[:20]!r}...") from exc
 
 
+def parse_time(text: str) -> datetime:
+    """An ISO 8601 time (`2026-11-30T15:49:33.254Z`; UTC unless it says otherwise). Raises: ValueError."""
+    when = datetime.fromisoformat(text.strip())
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
+def time_text(when: datetime) -> str:
+    """A time as envelopes write it: UTC, ISO 8601 with milliseconds and `Z`."""
+    return when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def trusted_from_text(text: str) -> Trusted:
+    """A public key with its retirement time, `KEY@TIME` (`KEY` alone: not retired, of any time), as
+    `--public-key` and ORCHESTRA_SIGNING_RETIRED_KEYS give them.
+
+    Raises: SigningKeyError.
+    """
+    key, _, when = text.strip().partition("@")
+    if not when:
+        return Trusted(public_key_from_text(key))
+    try:
+        retired = parse_time(when)
+    except ValueError as exc:
+        raise SigningKeyError(f"not a retirement time (ISO 8601): {when[:40]!r}") from exc
+    return Trusted(public_key_from_text(key), retired_at=retired)
+
+
 class PublicKey(msgspec.Struct, frozen=True):
-    """A public key as listed by `GET /signing-keys`: its id, base64 raw key, and whether it signs now."""
+    """A public key as listed by `GET /signing-keys`: its id, base64 raw key, whether it signs now, and
+    its period (`made_at`, when known; `retired_at`: it vouches only for lines dated before)."""
 
     id: str
     public_key: str
     status: str  # "current" or "retired"
+    made_at: str | None = None
+    retired_at: str | None = None
+
+
+class Trusted(msgspec.Struct, frozen=True):
+    """A public key with its period: made at (when known, shown only) and retired at (None: not
+    retired, it vouches for lines of any time)."""
+
+    key: Ed25519PublicKey
+    retired_at: datetime | None = None
+    made_at: datetime | None = None
+
+    @property
+    def id(self) -> str:
+        """The key's id."""
+        return key_id(_raw_public(self.key))
 
 
 class Signer:
@@ -138,18 +188,25 @@ def signed_part(line: bytes) -> tuple[bytes, bytes] | None:
 
 
 class Keyring:
-    """The public keys a verifier trusts, by key id: the current one and any retired ones."""
+    """The public keys a verifier trusts, by key id: the current one and any retired ones, each with its
+    period."""
 
-    def __init__(self, keys: Iterable[Ed25519PublicKey] = (), current: str | None = None) -> None:
-        self._keys: dict[str, Ed25519PublicKey] = {}
+    def __init__(self, keys: Iterable[Ed25519PublicKey | Trusted] = (), current: str | None = None) -> None:
+        self._keys: dict[str, Trusted] = {}
         for key in keys:
-            self._keys[key_id(_raw_public(key))] = key
+            trusted = key if isinstance(key, Trusted) else Trusted(key)
+            self._keys[trusted.id] = trusted
         self.current = current
 
     @classmethod
-    def of(cls, signer: Signer, retired: Iterable[Ed25519PublicKey] = ()) -> Keyring:
-        """The keyring of a node: its signer's public key (current) and the retired ones."""
-        return cls([*retired, signer.public], current=signer.key_id)
+    def of(
+        cls,
+        signer: Signer,
+        retired: Iterable[Ed25519PublicKey | Trusted] = (),
+        made_at: datetime | None = None,
+    ) -> Keyring:
+        """A node's keyring: its signer's public key (current, made at `made_at`) and the retired ones."""
+        return cls([*retired, Trusted(signer.public, made_at=made_at)], current=signer.key_id)
 
     def __contains__(self, kid: object) -> bool:
         return kid in self._keys
@@ -157,30 +214,89 @@ class Keyring:
     def __len__(self) -> int:
         return len(self._keys)
 
+    def retired_at(self, kid: str) -> datetime | None:
+        """When key `kid` was retired; None for a key not retired (or not known)."""
+        trusted = self._keys.get(kid)
+        return trusted.retired_at if trusted is not None else None
+
     def listing(self) -> list[PublicKey]:
-        """Every key, the current one first, as `GET /signing-keys` lists them."""
-        ordered = sorted(self._keys.items(), key=lambda item: item[0] != self.current)
+        """Every key, the current one first, then the retired ones, newest first, as `GET /signing-keys`
+        lists them."""
+        ordered = sorted(self._keys.items(), key=lambda item: (item[0] != self.current, -_rank(item[1])))
         return [
-            PublicKey(kid, base64.b64encode(_raw_public(key)).decode(), _status(kid == self.current))
-            for kid, key in ordered
+            PublicKey(
+                kid,
+                base64.b64encode(_raw_public(trusted.key)).decode(),
+                _status(kid == self.current),
+                made_at=time_text(trusted.made_at) if trusted.made_at is not None else None,
+                retired_at=time_text(trusted.retired_at) if trusted.retired_at is not None else None,
+            )
+            for kid, trusted in ordered
         ]
 
     def check(self, context: bytes, line: bytes, kid: str | None) -> tuple[bytes | None, str | None]:
         """The signed bytes of a line signed by key `kid`, or the problem with its signature."""
         if kid is None:
             return None, "not signed"
-        key = self._keys.get(kid)
-        if key is None:
+        trusted = self._keys.get(kid)
+        if trusted is None:
             return None, f"signed by key {kid!r}, which is not one of the trusted keys"
         part = signed_part(line)
         if part is None:
             return None, "the signature is not at the end of the line, as base64"
         body, signature = part
         try:
-            key.verify(signature, context + body)
+            trusted.key.verify(signature, context + body)
         except InvalidSignature:
             return None, f"bad signature (key {kid}): the signed bytes were altered"
         return body, None
+
+
+class KeyOrder:
+    """The keys of one game's lines, checked in their order: a retired key vouches only for lines dated
+    before its retirement, and no line of a key retired earlier comes after a line of a newer key."""
+
+    __slots__ = ("_keys", "_newest", "_newest_rank")
+
+    def __init__(self, keys: Keyring) -> None:
+        self._keys = keys
+        self._newest: str | None = None
+        self._newest_rank = float("-inf")
+
+    @property
+    def newest(self) -> str | None:
+        """The newest key that signed a line so far (the one whose signature vouches for all before)."""
+        return self._newest
+
+    def problem(self, kid: str, at: str) -> str | None:
+        """Why the next line, signed by `kid` (a key of the keyring, its signature checked) and dated
+        `at`, cannot be one its key vouches for; None when it can."""
+        retired = self._keys.retired_at(kid)
+        if retired is not None:
+            try:
+                when = parse_time(at)
+            except ValueError:
+                return (
+                    f"signed by key {kid}, retired at {time_text(retired)}, and dated {at[:40]!r}, not a time"
+                )
+            if when >= retired:
+                return (
+                    f"signed by key {kid} and dated {at}, after its retirement at {time_text(retired)}: "
+                    "a retired key vouches only for what it signed before"
+                )
+        rank = retired.timestamp() if retired is not None else float("inf")
+        if rank < self._newest_rank:
+            assert retired is not None  # only a retired key ranks below another
+            return (
+                f"signed by key {kid}, retired at {time_text(retired)}, after a line of key {self._newest}, "
+                "a newer key: a retired key signs nothing after its successor"
+            )
+        self._newest, self._newest_rank = kid, rank
+        return None
+
+
+def _rank(trusted: Trusted) -> float:
+    return trusted.retired_at.timestamp() if trusted.retired_at is not None else float("inf")
 
 
 def _status(current: bool) -> str:

@@ -206,8 +206,9 @@ async def import_all(
     complete: bool = True,
     skip_existing: bool = False,
     max_live: int = 0,
+    retired_before: datetime | None = None,
 ) -> int:
-    """Import the game of each file; the exit status."""
+    """Import the game of each file (`retired_before`: as `restore` takes it); the exit status."""
     interrupt = _Interrupt(progress, "files")
 
     async def one(path: Path) -> None:
@@ -232,6 +233,7 @@ async def import_all(
                 complete=complete,
                 skip_existing=skip_existing,
                 max_live=max_live,
+                retired_before=retired_before,
             )
         except (RestoreError, StoreError, OSError) as exc:
             _failed(progress, name, str(exc))

@@ -220,6 +220,13 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="accept a file that ends neither with the game's signed end nor with a trailer",
     )
+    restore.add_argument(
+        "--allow-retired-before",
+        metavar="DATE",
+        help="accept a file last signed by a retired key (an archive or export made before a rotation) when "
+        "every envelope is dated before DATE (2025-01-31, or an ISO 8601 time; UTC unless said): a copy of "
+        "the key taken later forges such files, so give the time you know it was still secret",
+    )
     _store_options(restore)
     _key_options(restore, data_dir=False)
     restore.set_defaults(run=_import)
@@ -241,9 +248,9 @@ def _key_options(parser: argparse.ArgumentParser, data_dir: bool = True) -> None
         "--public-key",
         action="append",
         metavar="KEY",
-        help="a trusted public key (base64, as GET /signing-keys lists it); repeat for several. Default: "
-        "the server's GET /signing-keys online, else the keys of the local settings (ORCHESTRA_SIGNING_*, "
-        "or --data-dir's signing.key and signing.key.retired)",
+        help="a trusted public key (base64, as GET /signing-keys lists it), KEY@TIME for a key retired at "
+        "TIME; repeat for several. Default: the server's GET /signing-keys online, else the keys of the "
+        "local settings (ORCHESTRA_SIGNING_*, or --data-dir's signing.key and signing.key.retired)",
     )
     if data_dir:
         parser.add_argument("--data-dir", type=Path, help="where the local signing keys are (default ./var)")
@@ -274,7 +281,7 @@ def _settings(args: argparse.Namespace) -> Settings | None:
     """The server's settings: ORCHESTRA_* variables, then the command's options; None (said) if invalid,
     or if the API key is one a server must not start with (server.auth.api_key_problem)."""
     from server.auth import api_key_problem
-    from server.config import from_env
+    from server.config import from_env, redis_url_problem
     from server.engine.signing import SigningKeyError
     from server.ops import signing_keys
 
@@ -289,12 +296,12 @@ def _settings(args: argparse.Namespace) -> Settings | None:
     except ValueError as exc:
         print(f"orchestra: {exc}", file=sys.stderr)
         return None
-    problem = api_key_problem(settings.api_key)
+    problem = api_key_problem(settings.api_key) or redis_url_problem(settings.redis_url)
     if problem is not None:
         print(f"orchestra: {problem}; the server was not started", file=sys.stderr)
         return None
-    try:  # a key given that does not parse, or a named key file that is missing (one is made on start)
-        signing_keys.load_signer(settings, create=False)
+    try:  # a key that does not parse or is readable by others, a named key file missing, a retired key
+        signing_keys.keyring(settings, signing_keys.load_signer(settings, create=False))
     except SigningKeyError as exc:
         print(f"orchestra: {exc}; the server was not started", file=sys.stderr)
         return None
@@ -483,7 +490,10 @@ def _verify(args: argparse.Namespace) -> int:
         status, answer = _request("GET", f"{args.server.rstrip('/')}/signing-keys")
         if status != 200:
             return _fail(status, answer)
-        keys = _given_keys([key["public_key"] for key in json.loads(answer)["keys"]])
+        listed = json.loads(answer)["keys"]
+        # A retired key is held to its time: what it signed after its retirement is refused.
+        timed = [k["public_key"] + (f"@{k['retired_at']}" if k.get("retired_at") else "") for k in listed]
+        keys = _given_keys(timed)
         if keys is None:
             return 2
     status, answer = _request("GET", f"{base}/events?trailer=true", token=args.token)
@@ -567,6 +577,11 @@ def _print_report(what: str, report: Any, live: bool) -> int:
         f"{what}: {report.envelopes} envelopes verified: {checked}"
         + ("; the live view matches" if live else "")
     )
+    if report.retired_key:
+        print(
+            f"signed by the retired key {report.retired_key}, before its retirement: nothing newer vouches "
+            "for it (`import` takes it only with --allow-retired-before DATE)"
+        )
     if report.ended:
         print("complete: the history ends with the game's signed end")
     elif report.trailer and not live:
@@ -584,10 +599,10 @@ def _print_report(what: str, report: Any, live: bool) -> int:
 
 def _given_keys(texts: Sequence[str]) -> Any:
     """A keyring of base64 public keys; None (said) when one does not parse."""
-    from server.engine.signing import Keyring, SigningKeyError, public_key_from_text
+    from server.engine.signing import Keyring, SigningKeyError, trusted_from_text
 
     try:
-        return Keyring([public_key_from_text(text) for text in texts])
+        return Keyring([trusted_from_text(text) for text in texts])
     except SigningKeyError as exc:
         print(f"orchestra: {exc}", file=sys.stderr)
         return None
@@ -722,9 +737,16 @@ def _archive(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
-    from server.ops.bulk import files_of, import_all
+    from server.ops.bulk import files_of, import_all, parse_date
     from server.ops.progress import Progress
 
+    try:
+        vouched = parse_date(args.allow_retired_before) if args.allow_retired_before is not None else None
+    except ValueError:
+        print(
+            f"orchestra: --allow-retired-before {args.allow_retired_before!r} is not a date", file=sys.stderr
+        )
+        return 2
     keys = _local_keys(args)
     if keys is None:
         return 2
@@ -742,6 +764,7 @@ def _import(args: argparse.Namespace) -> int:
             complete=not args.open,
             skip_existing=args.skip_existing,
             max_live=settings.max_games if settings is not None else 0,
+            retired_before=vouched,
         )
 
     return _with_store(args, run)

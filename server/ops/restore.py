@@ -16,6 +16,11 @@ anyone can read (an ended game takes no command anyway). It is refused for a pri
 could read it, and for a game that has not ended, since no one could play or end it: a game in play comes
 back only from a signed archive (`archive --force`), with its seats' tokens.
 
+A file whose newest signature (its trailer's, else its last envelope's) is a retired key's is refused:
+nothing newer vouches for it, and anyone holding a copy of that key forges such a file, dated before the
+retirement. With `retired_before` (`--allow-retired-before DATE`, the operator's word that the key was
+still secret then) it is imported when every one of its lines is dated before that time.
+
 An id already in the store is refused, unless the store holds exactly the file's envelopes (the game was
 imported already: a rerun skips it, so an interrupted import resumes), or `skip_existing`.
 """
@@ -32,7 +37,7 @@ from domain import GameCreated
 from server import auth
 from server.engine import envelope
 from server.engine.listing import listing_of
-from server.engine.signing import Keyring
+from server.engine.signing import Keyring, parse_time, time_text
 from server.engine.trailer import TRAILER_START, trailer_credentials
 from server.ops.verify import verify
 from server.store import EventStore, GameExists
@@ -78,6 +83,15 @@ class _Head(msgspec.Struct, frozen=True):
 _decode_head = msgspec.json.Decoder(_Head).decode
 
 
+class _Dated(msgspec.Struct, frozen=True):
+    """Of an envelope or a trailer, its time."""
+
+    at: str
+
+
+_decode_dated = msgspec.json.Decoder(_Dated).decode
+
+
 def commands_of(lines: Sequence[bytes]) -> dict[str, tuple[int, int]]:
     """The command records of a game's envelopes: command key ("<seat>:<id>", as the engine keys a
     command) -> the first and last version of its envelopes. Version 1, the creation, has none."""
@@ -120,8 +134,10 @@ async def restore(
     complete: bool = True,
     skip_existing: bool = False,
     max_live: int = 0,
+    retired_before: datetime | None = None,
 ) -> Restored:
     """Import the game of an archive's `lines` (its envelopes, then maybe its trailer) into `store`.
+    `retired_before`: accept a file last signed by a retired key when all its lines are dated before it.
 
     Raises: RestoreError (the file does not verify, or its id is another game's), TooManyGames (a game
     in play into a store at `max_live` live games), StoreFull, StoreUnavailable.
@@ -133,6 +149,8 @@ async def restore(
     if not report.ok:
         where = f" at version {report.bad_version}" if report.bad_version else ""
         raise RestoreError(f"INVALID{where}: {report.problem}", report.bad_version)
+    if report.retired_key is not None:
+        _vouched(lines, report.retired_key, keys, retired_before)
     trailer = lines[-1] if lines[-1].startswith(TRAILER_START) else None
     stream = list(lines[:-1] if trailer is not None else lines)
     first = envelope.decode(stream[0])
@@ -176,3 +194,29 @@ async def restore(
             f"game {game_id!r} exists, with another history (--skip-existing to skip it)"
         ) from None
     return Restored(game_id, len(stream), Result.IMPORTED, report.ended, bool(credentials))
+
+
+def _vouched(lines: Sequence[bytes], kid: str, keys: Keyring, before: datetime | None) -> None:
+    """Refuse a file last signed by retired key `kid` unless each of its lines is dated before `before`.
+
+    Raises: RestoreError.
+    """
+    retired = keys.retired_at(kid)
+    assert retired is not None  # what Report.retired_key names
+    if before is None:
+        raise RestoreError(
+            f"last signed by the retired key {kid} (retired at {time_text(retired)}): a copy of that key "
+            "forges such a file; import it with --allow-retired-before DATE, a time the key was still secret"
+        )
+    for version, line in enumerate(lines, start=1):
+        try:
+            at = _decode_dated(line).at
+            late = parse_time(at) >= before
+        except (msgspec.DecodeError, msgspec.ValidationError, ValueError):
+            at, late = "?", True
+        if late:
+            raise RestoreError(
+                f"INVALID at version {version}: dated {at[:40]}, not before {time_text(before)} "
+                f"(--allow-retired-before), and last signed by the retired key {kid}",
+                version,
+            )

@@ -2,23 +2,40 @@
 
 The key is, in this order: ORCHESTRA_SIGNING_KEY (the key itself: base64 of its 32 raw bytes, for nodes
 that get their secrets as variables); the PEM file ORCHESTRA_SIGNING_KEY_FILE, which must exist; else
-`<data_dir>/signing.key`, made (mode 0600) on the first start. Retired public keys, which still verify
-the games they signed, are listed one per line in `<key file>.retired` and in
-ORCHESTRA_SIGNING_RETIRED_KEYS (comma-separated).
+`<data_dir>/signing.key`, made (mode 0600) on the first start. A key file readable by group or others is
+refused unless ORCHESTRA_SIGNING_KEY_READABLE is set.
+
+Retired public keys, which still verify what they signed before their retirement, are listed one per
+line in `<key file>.retired`, each with its period:
+
+    <base64 public key> <key id> made <time> retired <time>
+
+(`made <time>` is shown only, and may be missing; the retirement time is what verifiers hold the key to;
+times are ISO 8601, UTC). ORCHESTRA_SIGNING_RETIRED_KEYS lists more, comma-separated, as `<base64
+key>@<time of retirement>`. A retired key listed without its time is refused: it would vouch for any
+time, which is what retiring it must end.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import stat
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
 from server.config import Settings
-from server.engine.signing import Keyring, Signer, SigningKeyError, public_key_from_text
+from server.engine.signing import (
+    Keyring,
+    Signer,
+    SigningKeyError,
+    Trusted,
+    parse_time,
+    public_key_from_text,
+    time_text,
+    trusted_from_text,
+)
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +65,7 @@ def load_signer(settings: Settings, *, create: bool) -> Signer | None:
         return Signer.from_text(settings.signing_key)
     path = key_file(settings)
     if path.exists():
-        return _read(path)
+        return _read(path, private=not settings.signing_key_readable)
     if settings.signing_key_file:
         raise SigningKeyError(f"ORCHESTRA_SIGNING_KEY_FILE names {path}, which does not exist")
     if not create:
@@ -74,23 +91,44 @@ def load_signer(settings: Settings, *, create: bool) -> Signer | None:
     return signer
 
 
-def retired_keys(settings: Settings) -> list[Ed25519PublicKey]:
-    """The retired public keys the settings and the key file's `.retired` list. Raises: SigningKeyError."""
-    texts: list[str] = []
+def retired_keys(settings: Settings) -> list[Trusted]:
+    """The retired public keys, each with its retirement time, that the settings and the key file's
+    `.retired` list. Raises: SigningKeyError (a key that does not parse, or listed without its time)."""
+    found: list[Trusted] = []
     if settings.signing_retired_keys:
-        texts += [part for part in settings.signing_retired_keys.replace(",", " ").split() if part]
+        for text in settings.signing_retired_keys.replace(",", " ").split():
+            trusted = trusted_from_text(text)
+            if trusted.retired_at is None:
+                raise SigningKeyError(
+                    f"ORCHESTRA_SIGNING_RETIRED_KEYS lists {text[:20]}... without its retirement time: write "
+                    "it <key>@<time it stopped signing>, for example @2026-11-30T15:49:33Z"
+                )
+            found.append(trusted)
     listed = retired_file(key_file(settings))
     if not settings.signing_key and listed.exists():
-        texts += _listed(listed.read_text())
-    return [public_key_from_text(text) for text in texts]
+        found += _listed(listed)
+    return found
 
 
 def keyring(settings: Settings, signer: Signer | None) -> Keyring:
-    """The keys a node (or a verifier on its machine) trusts: `signer`'s, current, and the retired ones."""
+    """The keys a node (or a verifier on its machine) trusts: `signer`'s, current, and the retired ones.
+
+    Raises: SigningKeyError (a retired key that does not parse or has no time; `signer`'s key retired).
+    """
     retired = retired_keys(settings)
     if signer is None:
         return Keyring(retired)
-    return Keyring.of(signer, retired)
+    for trusted in retired:
+        if trusted.id == signer.key_id and trusted.retired_at is not None:
+            raise SigningKeyError(
+                f"the signing key {signer.key_id} was retired at {time_text(trusted.retired_at)}: what it "
+                "signs now would not verify; give the node its new key"
+            )
+    made = None
+    path = key_file(settings)
+    if not settings.signing_key and path.exists():
+        made = datetime.fromtimestamp(path.stat().st_mtime, UTC)  # the file is replaced whole when made
+    return Keyring.of(signer, retired, made_at=made)
 
 
 def write_key(path: Path, signer: Signer) -> None:
@@ -112,11 +150,8 @@ def rotate(path: Path) -> tuple[Signer, Signer]:
     if not path.exists():
         raise SigningKeyError(f"no signing key at {path}")
     old, new = _read(path), Signer.generate()
-    with open(retired_file(path), "a") as listed:
-        when = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        listed.write(f"{old.public_text()} {old.key_id} retired {when}\n")
-        listed.flush()
-        os.fsync(listed.fileno())
+    made = datetime.fromtimestamp(path.stat().st_mtime, UTC)
+    retire(path, old.public_text(), datetime.now(UTC), made=made)
     fresh = path.with_name(path.name + ".new")
     fresh.unlink(missing_ok=True)
     write_key(fresh, new)
@@ -124,19 +159,62 @@ def rotate(path: Path) -> tuple[Signer, Signer]:
     return old, new
 
 
+def retire(path: Path, public: str, when: datetime, made: datetime | None = None) -> Trusted:
+    """Record public key `public` (base64) as retired at `when` in the `.retired` file beside key file
+    `path` (made if missing): from then on it vouches only for what is dated before `when`.
+
+    Raises: SigningKeyError (not a public key), OSError.
+    """
+    trusted = Trusted(public_key_from_text(public), retired_at=when, made_at=made)
+    period = f"made {time_text(made)} " if made is not None else ""
+    with open(retired_file(path), "a") as listed:
+        listed.write(f"{public.strip()} {trusted.id} {period}retired {time_text(when)}\n")
+        listed.flush()
+        os.fsync(listed.fileno())
+    return trusted
+
+
 def describe(keys: Keyring) -> Iterable[str]:
-    """Lines for people: each key's id, status and base64 public key."""
+    """Lines for people: each key's id, status and base64 public key, then its period when known."""
     for key in keys.listing():
-        yield f"{key.id} {key.status:<8} {key.public_key}"
+        period = [f"made {key.made_at}"] if key.made_at else []
+        period += [f"retired {key.retired_at}"] if key.retired_at else []
+        yield " ".join([f"{key.id} {key.status:<8} {key.public_key}", *period])
 
 
-def _read(path: Path) -> Signer:
+def _read(path: Path, private: bool = False) -> Signer:
+    """The key in file `path`; with `private`, refused when group or others may read it."""
     try:
-        return Signer.from_text(path.read_bytes())
+        with open(path, "rb") as file:
+            mode = stat.S_IMODE(os.fstat(file.fileno()).st_mode)
+            if private and mode & 0o077:
+                raise SigningKeyError(
+                    f"{path} may be read by group or others (mode {mode:04o}): chmod 600 it (owned by the "
+                    "server's user), or set ORCHESTRA_SIGNING_KEY_READABLE=true to accept it"
+                )
+            return Signer.from_text(file.read())
     except SigningKeyError as exc:
         raise SigningKeyError(f"{path}: {exc}") from exc
 
 
-def _listed(text: str) -> list[str]:
-    """The public keys of a `.retired` file: the first word of each line that is not blank or a comment."""
-    return [line.split()[0] for line in text.splitlines() if line.strip() and not line.startswith("#")]
+def _listed(path: Path) -> list[Trusted]:
+    """The retired keys of a `.retired` file (its lines not blank nor comments), each with its period.
+
+    Raises: SigningKeyError.
+    """
+    found: list[Trusted] = []
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        words = line.split()
+        if not words or words[0].startswith("#"):
+            continue
+        times = dict(zip(words[1:], words[2:], strict=False))
+        try:
+            retired = parse_time(times["retired"])
+            made = parse_time(times["made"]) if "made" in times else None
+        except (KeyError, ValueError) as exc:
+            raise SigningKeyError(
+                f"{path}, line {number}: a retired key needs its time, as `<key> <id> retired "
+                "2026-11-30T15:49:33Z`"
+            ) from exc
+        found.append(Trusted(public_key_from_text(words[0]), retired_at=retired, made_at=made))
+    return found

@@ -4,9 +4,11 @@
 one per line, optionally ending with the export's signed trailer) and reports the first bad version, if
 any. Each envelope's signature is checked first, with the trusted public keys `keys`: an envelope changed
 in any way (its event, seat, command id, time, chain link) is found at its own version, whatever else was
-rewritten after it. Each event after the first (a placement, a take-back, the end) is then checked by
-deciding again the command it records on the state before it, so even a history the server itself signed
-must follow the rules.
+rewritten after it. A retired key vouches only for envelopes dated before its retirement, and no envelope
+of a key retired earlier may follow one of a newer key (`KeyOrder`): a copy of a retired key forges neither
+a game dated after its retirement nor an envelope appended to a game the newer key signed. Each event
+after the first (a placement, a take-back, the end) is then checked by deciding again the command it
+records on the state before it, so even a history the server itself signed must follow the rules.
 
 Completeness: a history that ends with a signed `GameEnded` is complete (nothing may follow it); a signed
 trailer states the last version of an export; with `complete=True` a history with neither is reported as
@@ -38,14 +40,16 @@ from domain.rules import doubles
 from domain.vocabulary import DOUBLING_SKILL, MATERIAL_CHOICE, MATERIALS, RULES_VERSION, Material
 from projections import Board, View, apply
 from server.engine import envelope
-from server.engine.signing import ENVELOPE, TRAILER, Keyring
+from server.engine.signing import ENVELOPE, TRAILER, KeyOrder, Keyring
 from server.engine.trailer import TRAILER_START, decode_trailer
 
 
 class Report(msgspec.Struct, frozen=True):
     """What a verification found: `ok`, the number of envelopes checked, the first bad version with why;
     whether the history ends with its signed end (`ended`), carries a valid trailer (`trailer`), and how
-    many envelopes were accepted without a signature (`unsigned`, only with allow_unsigned)."""
+    many envelopes were accepted without a signature (`unsigned`, only with allow_unsigned); and, when
+    the newest signature (the trailer's, else the last envelope's) is a retired key's, that key's id
+    (`retired_key`: nothing newer vouches for the history, which only its copy holders can forge)."""
 
     ok: bool
     envelopes: int
@@ -55,6 +59,7 @@ class Report(msgspec.Struct, frozen=True):
     ended: bool = False
     trailer: bool = False
     unsigned: int = 0
+    retired_key: str | None = None
 
 
 def verify(
@@ -79,6 +84,7 @@ def verify(
     board = Board()
     head = envelope.GENESIS
     signed = unsigned = 0
+    order = KeyOrder(keys)
     for index, line in enumerate(lines):
         version = index + 1
         item, problem = _authentic(line, keys, allow_unsigned, after_signed=signed > 0)
@@ -88,6 +94,9 @@ def verify(
             unsigned += 1
         else:
             signed += 1
+            problem = order.problem(item.key or "", item.at)
+            if problem is not None:
+                return _bad(version, problem, index)
         game_id = game_id or item.game_id
         problem = _envelope_problem(item, version, head, game_id)
         if problem is None:
@@ -101,7 +110,7 @@ def verify(
     count = len(lines)
     ended = board.game.ended
     if trailer_line is not None:
-        problem = _trailer_problem(trailer_line, keys, game_id or "", count, head, ended)
+        problem = _trailer_problem(trailer_line, keys, order, game_id or "", count, head, ended)
         if problem is not None:
             return Report(ok=False, envelopes=count, bad_version=count + 1, problem=problem, ended=ended)
     elif complete and not ended:
@@ -112,6 +121,7 @@ def verify(
         return Report(ok=False, envelopes=count, bad_version=count + 1, problem=problem)
     if live_view is not None and msgspec.json.encode(live_view) != msgspec.json.encode(board.view):
         return Report(ok=False, envelopes=count, problem="the live view differs from the re-folded one")
+    newest = order.newest
     return Report(
         ok=True,
         envelopes=count,
@@ -119,6 +129,7 @@ def verify(
         ended=ended,
         trailer=trailer_line is not None,
         unsigned=unsigned,
+        retired_key=newest if newest is not None and keys.retired_at(newest) is not None else None,
     )
 
 
@@ -168,13 +179,15 @@ def _authentic(
 
 
 def _trailer_problem(
-    line: bytes, keys: Keyring, game_id: str, count: int, head: str, ended: bool
+    line: bytes, keys: Keyring, order: KeyOrder, game_id: str, count: int, head: str, ended: bool
 ) -> str | None:
     try:
         trailer = decode_trailer(line)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         return f"unreadable trailer: {exc}"
     _, problem = keys.check(TRAILER, line, trailer.key)
+    if problem is None:
+        problem = order.problem(trailer.key or "", trailer.at)
     if problem is not None:
         return f"trailer: {problem}"
     if trailer.game_id != game_id:

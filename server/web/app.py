@@ -19,7 +19,7 @@ from starlette.middleware import Middleware
 from starlette.routing import Route, WebSocketRoute
 
 from server.auth import api_key_problem
-from server.config import Settings
+from server.config import Settings, redis_url_problem
 from server.connections import ConnectionLimits
 from server.engine import listing
 from server.engine.games import Games
@@ -47,7 +47,7 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         # `orchestra serve` says so before it starts; this stops an app started any other way too.
-        problem = api_key_problem(settings.api_key)
+        problem = api_key_problem(settings.api_key) or redis_url_problem(settings.redis_url)
         if problem is not None:
             raise RuntimeError(problem)
         # The signing key first: a key that cannot be read or made stops the node before anything starts.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import stat
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -94,13 +95,19 @@ def test_rotation_retires_the_old_public_key_beside_the_file_and_keeps_it_truste
     assert old.public_text() in (tmp_path / "signing.key.retired").read_text()
 
 
-def test_retired_keys_may_also_be_given_as_a_setting() -> None:
+def test_retired_keys_may_also_be_given_as_a_setting_each_with_its_time() -> None:
     retired = [Signer.generate(), Signer.generate()]
     current = Signer.generate()
     settings = Settings(
-        signing_key=current.private_text(), signing_retired_keys=",".join(s.public_text() for s in retired)
+        signing_key=current.private_text(),
+        signing_retired_keys=",".join(
+            f"{s.public_text()}@2026-0{n}-01T00:00:00Z" for n, s in enumerate(retired, 1)
+        ),
     )
     keys = signing_keys.keyring(settings, current)
     assert all(s.key_id in keys for s in [current, *retired]) and keys.current == current.key_id
+    assert keys.retired_at(retired[1].key_id) == datetime(2026, 2, 1, tzinfo=UTC)
     with pytest.raises(SigningKeyError):
-        signing_keys.keyring(Settings(signing_retired_keys="nope"), current)
+        signing_keys.keyring(Settings(signing_retired_keys="nope@2026-01-01"), current)
+    with pytest.raises(SigningKeyError, match="without its retirement time"):
+        signing_keys.keyring(Settings(signing_retired_keys=retired[0].public_text()), current)
