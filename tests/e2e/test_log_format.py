@@ -8,6 +8,7 @@ it alone), which gives each run a warning to show.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -19,8 +20,10 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
+from orchestra_client import WallClient
 from server.ops.logs import TextFormatter, chosen_format
 from tests.support.servers import ROOT
 
@@ -125,6 +128,17 @@ def orchestra(redis_url: str, tmp_path: Path) -> Iterator[Start]:
         run.close()
 
 
+def visit(url: str) -> None:
+    """A request and a websocket session, each of which the access log has a line for."""
+    assert httpx.get(f"{url}/readyz", timeout=10).status_code == 200
+
+    async def watch_the_wall() -> None:
+        wall = await WallClient.connect(url, reconnect=False)
+        await wall.close()
+
+    asyncio.run(watch_the_wall())
+
+
 def json_lines(text: str) -> list[dict[str, object]]:
     """Every non-empty line of `text` as a JSON object; fails on a line that is not one."""
     return [json.loads(line) for line in text.splitlines() if line.strip()]
@@ -137,23 +151,29 @@ def test_serve_on_a_terminal_prints_its_address_links_and_warnings_in_words(orch
     assert f"games:   {url}/" in out and f"wall:    {url}/wall" in out and f"metrics: {url}/metrics" in out
     warning = next(line for line in out.splitlines() if WARNING in line)
     assert " warning: " in warning and "path: " in warning
+    visit(url)
     run.interrupt()
     lines = [line for line in run.out.splitlines() if line.strip()]
     assert not [line for line in lines if line.lstrip().startswith("{")], run.out
     # uvicorn's info lines and the server's (started, signing, the access log) stay out: a few lines.
     assert "Started server process" not in run.out and "signing envelopes" not in run.out
     assert "Traceback" not in run.out  # Ctrl-C stops it without one
+    # Nor the access log's lines, nor a websocket connection's opening and closing.
+    assert "readyz" not in run.out and "session" not in run.out and "connection open" not in run.out
     assert len(lines) <= 8, run.out
 
 
 def test_serve_into_pipes_logs_json_lines_and_prints_only_its_address(orchestra: Start) -> None:
     run = orchestra("serve", terminal=False)
     out = run.read_until(STARTED)
+    visit(out.split()[-1].rstrip("/"))
     run.interrupt()
     assert [line for line in run.out.splitlines() if line.strip()] == [out.strip()]  # no links
     logged = json_lines(run.err())
     assert any(line["level"] == "warning" and WARNING in str(line["msg"]) for line in logged)
     assert any(line["msg"] == "signing envelopes" for line in logged)  # info lines too
+    assert any(line["msg"] == "request" and line.get("route") == "/readyz" for line in logged)
+    assert any(line["msg"] == "websocket session" for line in logged)
 
 
 @pytest.mark.parametrize(
