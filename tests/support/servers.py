@@ -14,17 +14,10 @@ ROOT = Path(__file__).resolve().parents[2]
 class ServerProcess(ChildServer):
     """`orchestra serve` with the given settings (as ORCHESTRA_* variables) on a Redis, or embedded."""
 
-    def __init__(
-        self,
-        redis_url: str | None,
-        directory: Path,
-        port: int = 0,
-        *,
-        crash_after_append: bool = False,
-        **settings: object,
-    ) -> None:
-        """`crash_after_append`: the process exits (status 3) right after its first append of commands,
-        before answering (tests/support/crash_after_append.py)."""
+    def __init__(self, redis_url: str | None, directory: Path, port: int = 0, **settings: object) -> None:
+        """`crash_after_append=True` among the settings: the process exits (status 3) right after its first
+        append of commands, before answering (tests/support/crash_after_append.py); no setting does that."""
+        crash_after_append = bool(settings.pop("crash_after_append", False))
         self.directory = directory
         env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRA_")}
         env.update({f"ORCHESTRA_{k.upper()}": str(v) for k, v in settings.items()})
