@@ -26,10 +26,11 @@ import asyncio
 import contextlib
 import re
 import signal
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import msgspec
 
@@ -78,6 +79,26 @@ def checked(lines: Sequence[bytes], *, keys: Keyring, allow_unsigned: bool, comp
         return verify(lines, keys=keys, allow_unsigned=allow_unsigned, complete=complete)
     except RecursionError:
         return Report(ok=False, envelopes=0, problem="a line is nested too deeply to read")
+
+
+class Stores(Protocol):
+    """Where a bulk run gets its store: a lease for each unit of work (server.ops.local_store)."""
+
+    def lease(self) -> AbstractAsyncContextManager[EventStore]:
+        """The store, held for one unit of work."""
+        ...
+
+
+class OneStore:
+    """A store that never changes hands, as `Stores`."""
+
+    def __init__(self, store: EventStore) -> None:
+        self._store = store
+
+    @contextlib.asynccontextmanager
+    async def lease(self) -> AsyncIterator[EventStore]:
+        """The store."""
+        yield self._store
 
 
 async def ended_games(store: EventStore, before: datetime | None = None) -> tuple[list[str], list[str]]:
@@ -152,7 +173,7 @@ class _Interrupt:
 
 
 async def archive_all(
-    store: EventStore,
+    stores: Stores,
     out_dir: Path,
     progress: Progress,
     *,
@@ -172,14 +193,15 @@ async def archive_all(
             _failed(progress, game_id, "an id that cannot name a file; archive it alone with --out")
             return
         try:
-            done = await archive(
-                store,
-                game_id,
-                out_dir / f"{game_id}.ndjson",
-                keys=keys,
-                signer=signer,
-                allow_unsigned=allow_unsigned,
-            )
+            async with stores.lease() as store:
+                done = await archive(
+                    store,
+                    game_id,
+                    out_dir / f"{game_id}.ndjson",
+                    keys=keys,
+                    signer=signer,
+                    allow_unsigned=allow_unsigned,
+                )
         except (ArchiveError, StoreError, OSError) as exc:
             _failed(progress, game_id, f"not archived: {exc}")
             return
@@ -187,9 +209,10 @@ async def archive_all(
         progress.step(game_id, Outcome.DONE, f"{how}: {done.envelopes} envelopes, {done.bytes} bytes")
 
     with interrupt.installed():
-        candidates, gone = await ended_games(store, before)
-        for game_id in gone:  # an archive stopped between its delete and its index entry's: finish it
-            await store.delete(game_id)
+        async with stores.lease() as store:
+            candidates, gone = await ended_games(store, before)
+            for game_id in gone:  # an archive stopped between its delete and its index entry's: finish it
+                await store.delete(game_id)
         progress.begin(len(candidates))
         await _each(candidates, one, interrupt)
     progress.interrupted = progress.handled < progress.total
@@ -197,7 +220,7 @@ async def archive_all(
 
 
 async def import_all(
-    store: EventStore,
+    stores: Stores,
     files: Sequence[Path],
     progress: Progress,
     *,
@@ -225,16 +248,17 @@ async def import_all(
             _failed(progress, name, "empty: no envelopes")
             return
         try:
-            done = await restore(
-                store,
-                lines,
-                keys=keys,
-                allow_unsigned=allow_unsigned,
-                complete=complete,
-                skip_existing=skip_existing,
-                max_live=max_live,
-                retired_before=retired_before,
-            )
+            async with stores.lease() as store:
+                done = await restore(
+                    store,
+                    lines,
+                    keys=keys,
+                    allow_unsigned=allow_unsigned,
+                    complete=complete,
+                    skip_existing=skip_existing,
+                    max_live=max_live,
+                    retired_before=retired_before,
+                )
         except (RestoreError, StoreError, OSError) as exc:
             _failed(progress, name, str(exc))
             return

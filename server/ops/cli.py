@@ -717,15 +717,16 @@ def _archive(args: argparse.Namespace) -> int:
                 allow_unsigned=args.allow_unsigned,
             )
         try:
-            done = await archive(
-                store,
-                args.game,
-                args.out,
-                keys=keys,
-                signer=signer,
-                force=args.force,
-                allow_unsigned=args.allow_unsigned,
-            )
+            async with store.lease() as leased:
+                done = await archive(
+                    leased,
+                    args.game,
+                    args.out,
+                    keys=keys,
+                    signer=signer,
+                    force=args.force,
+                    allow_unsigned=args.allow_unsigned,
+                )
         except (ArchiveError, OSError) as exc:
             print(f"orchestra: {exc}", file=sys.stderr)
             return 1

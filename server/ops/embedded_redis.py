@@ -2,8 +2,10 @@
 
 It keeps an append-only file with `appendfsync always` in a local data directory, so every acknowledged
 command survives a crash and a restart on the same directory finds every game. A lock file makes a second
-server on the same directory fail clearly instead of corrupting the store, and the child never outlives
-its parent: it gets SIGTERM when the parent dies (Linux PR_SET_PDEATHSIG), even after a kill -9.
+server on the same directory fail clearly instead of corrupting the store (a server finding it held by an
+operator command, `orchestra archive` or `import` on a stopped server's directory, asks the command for it
+and waits: server.ops.local_store), and the child never outlives its parent: it gets SIGTERM when the
+parent dies (Linux PR_SET_PDEATHSIG), even after a kill -9.
 
 Only this machine's user that runs the server reaches it: Redis listens on a unix socket only (never TCP),
 in the data directory or, when that path is too long for a socket, in a private 0700 directory of its own;
@@ -43,6 +45,12 @@ _PR_SET_PDEATHSIG = 1
 URL_NAME = "redis.url"
 PASSWORD_NAME = "redis.password"
 LOCK_NAME = "orchestra.lock"
+# Left by a server that finds its data directory held by an operator command: the command hands it over.
+WANTED_NAME = "orchestra.lock.wanted"
+# How long a starting server waits for an operator command to hand its data directory over (the command
+# finishes the games at hand first, then stops its Redis).
+HANDOVER_WAIT = 30.0
+_TOOL = "tool"
 SOCKET_NAME = "redis.sock"
 LOG_NAME = "redis.log"
 # Redis 6.2 keeps one append-only file; Redis 7+ a directory of files and a manifest.
@@ -59,8 +67,8 @@ class EmbeddedRedisError(RuntimeError):
 class DataDirLocked(EmbeddedRedisError):
     """Another server already uses this data directory."""
 
-    def __init__(self, data_dir: Path) -> None:
-        super().__init__(f"data directory {data_dir} is in use by another orchestra server (lock held)")
+    def __init__(self, data_dir: Path, holder: str = "another orchestra server") -> None:
+        super().__init__(f"data directory {data_dir} is in use by {holder} (lock held)")
         self.data_dir = data_dir
 
 
@@ -112,10 +120,16 @@ class EmbeddedRedis:
         executable: str | None = None,
         maxmemory: str = DEFAULT_MAXMEMORY,
         start_timeout: float = 30.0,
+        tool: bool = False,
+        handover_wait: float = HANDOVER_WAIT,
     ) -> None:
         """Prepare (without starting) a redis-server over `data_dir`: `executable` (default: chosen by
-        `find_redis_server`), at most `maxmemory` (Redis units: "1gb", "512mb"; "0" for no limit)."""
+        `find_redis_server`), at most `maxmemory` (Redis units: "1gb", "512mb"; "0" for no limit). `tool`:
+        for an operator command, which hands the directory over to a server starting on it
+        (`handover_wanted`); a server waits up to `handover_wait` seconds for such a command."""
         self.data_dir = Path(data_dir).resolve()
+        self._tool = tool
+        self._handover_wait = handover_wait
         self._executable = executable
         self._maxmemory = maxmemory
         self._start_timeout = start_timeout
@@ -144,7 +158,7 @@ class EmbeddedRedis:
         redis-server is missing, cannot read the directory's AOF, exits or does not answer in time.
         """
         self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self._lock()
+        await self._acquire()
         try:
             self._make_private()
             self.binary = self._binary()
@@ -196,6 +210,47 @@ class EmbeddedRedis:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.stop()
 
+    @property
+    def handover_wanted(self) -> bool:
+        """An operator command's Redis only: a server starting on the data directory waits for it."""
+        return self._tool and self._lock_fd is not None and (self.data_dir / WANTED_NAME).exists()
+
+    async def _acquire(self) -> None:
+        """Lock the data directory. A server that finds it held by an operator command (an archive or an
+        import run on a stopped server's data dir) asks for it and waits, instead of failing: under a
+        supervisor's restart limits, a long run would otherwise keep the server down for good."""
+        try:
+            self._lock()
+            return
+        except DataDirLocked:
+            if self._tool or not self._held_by_tool():
+                raise
+        wanted = self.data_dir / WANTED_NAME
+        write_private(wanted, f"{os.getpid()}\n")
+        logger.warning(
+            "data directory held by an operator command; waiting for it to hand it over",
+            extra={"path": str(self.data_dir), "wait_seconds": self._handover_wait},
+        )
+        deadline = time.monotonic() + self._handover_wait
+        try:
+            while True:
+                await asyncio.sleep(0.05)
+                try:
+                    self._lock()
+                    return
+                except DataDirLocked:
+                    if time.monotonic() > deadline:
+                        holder = f"an operator command that did not hand it over in {self._handover_wait} s"
+                        raise DataDirLocked(self.data_dir, holder) from None
+        finally:
+            wanted.unlink(missing_ok=True)
+
+    def _held_by_tool(self) -> bool:
+        try:
+            return (self.data_dir / LOCK_NAME).read_text().split()[1:2] == [_TOOL]
+        except OSError:
+            return False
+
     def _lock(self) -> None:
         # O_CLOEXEC: the child must not inherit the lock, or a killed parent's orphan would keep it.
         fd = os.open(self.data_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
@@ -204,8 +259,10 @@ class EmbeddedRedis:
         except BlockingIOError:
             os.close(fd)
             raise DataDirLocked(self.data_dir) from None
+        if self._tool:  # a request left by a server that has gone since: the lock is ours now
+            (self.data_dir / WANTED_NAME).unlink(missing_ok=True)
         os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        os.write(fd, f"{os.getpid()}{' ' + _TOOL if self._tool else ''}\n".encode())
         self._lock_fd = fd
 
     def _make_private(self) -> None:

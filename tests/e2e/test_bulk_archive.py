@@ -1,15 +1,19 @@
 """Bulk `orchestra archive --all-ended/--ended-before --out-dir`, `import` and `verify --file` of a folder,
 each on a Redis of its own: progress lines when stderr is not a terminal, a summary, exit codes, and a run
 stopped midway (Ctrl-C, or a process killed between a file and its delete) that the same command
-completes without losing or doubling a game."""
+completes without losing or doubling a game. The faults are real: a Redis stopped and continued
+(SIGSTOP, SIGCONT), a run killed (SIGKILL)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, cast
@@ -177,35 +181,74 @@ async def test_bulk_archive_shows_progress_lines_a_summary_and_says_by_its_exit_
     assert usage.returncode == 2 and "--out-dir" in usage.stderr
 
 
+@contextlib.contextmanager
+def stalling(redis_process: RedisProcess, stopped: float = 0.05, running: float = 0.005) -> Iterator[None]:
+    """Redis stalled most of the time (SIGSTOP, then SIGCONT for a moment), as a Redis starved of CPU or
+    swapped out: a bulk run goes slowly enough to be stopped midway, however fast the machine. Each stall
+    is far below the store's command timeout, so nothing fails for it."""
+    assert redis_process.process is not None
+    pid = redis_process.process.pid
+    done = threading.Event()
+
+    def stall() -> None:
+        while not done.is_set():
+            os.kill(pid, signal.SIGSTOP)
+            done.wait(stopped)
+            os.kill(pid, signal.SIGCONT)
+            time.sleep(running)
+
+    staller = threading.Thread(target=stall, daemon=True)
+    staller.start()
+    try:
+        yield
+    finally:
+        done.set()
+        staller.join()
+        os.kill(pid, signal.SIGCONT)
+
+
+@contextlib.contextmanager
+def stopped(pid: int) -> Iterator[None]:
+    """A process stopped (SIGSTOP) for the block, continued after it whatever happens."""
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
 async def test_a_bulk_archive_stopped_by_ctrl_c_resumes_without_losing_or_doubling_a_game(
     deployment: Deployment, tmp_path: Path
 ) -> None:
     ended = set(await deployment.ended_games(40))
     folder = tmp_path / "archive"
+    assert deployment.redis.process is not None
+    redis_pid = deployment.redis.process.pid
 
     def interrupted_run(presses: int) -> tuple[int, str, list[str]]:
-        # Half a second a game before its delete: the run lasts seconds, so the presses land mid-run even
-        # when this thread gets no core for a while (at full speed, a loaded machine once saw the run end
-        # first, and the press land after the run had stopped listening for it).
         process = subprocess.Popen(
             command("archive", "--all-ended", "--out-dir", str(folder), *deployment.options),
             cwd=ROOT,
-            env=child_env(failpoint="archive_slowly"),
+            env=child_env(),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
         assert process.stderr is not None
-        # Three games' lines, not any three lines: a line the command logs before its run (a slow store
-        # on a loaded machine) would let the press land before the run listens for it.
         lines: list[str] = []
-        while sum(line.startswith("[") for line in lines) < 3:
-            line = process.stderr.readline()
-            assert line, "".join(lines)  # the run ended before three games
-            lines.append(line)
-        for _ in range(presses):  # Ctrl-C after three games
+        with stalling(deployment.redis):  # a slow Redis: the run is still going after three games
+            # Three games' lines, not any three lines: a line the command logs before its run (a slow
+            # store on a loaded machine) would let the press land before the run listens for it.
+            while sum(line.startswith("[") for line in lines) < 3:
+                line = process.stderr.readline()
+                assert line, "".join(lines)  # the run ended before three games
+                lines.append(line)
+        # Redis stopped while the keys are pressed: the games at hand cannot finish before the press lands.
+        with stopped(redis_pid):
             process.send_signal(signal.SIGINT)
             lines.append(process.stderr.readline())  # the first press is acknowledged
+            if presses == 2:
+                process.send_signal(signal.SIGINT)
         # Not communicate(): it reads the pipes' descriptors, and the lines stderr's reader has buffered
         # (the press's acknowledgement among them) would be lost. The output is far below a pipe's size.
         process.wait(timeout=60)
@@ -244,26 +287,53 @@ async def test_a_bulk_archive_stopped_by_ctrl_c_resumes_without_losing_or_doubli
 async def test_a_bulk_archive_killed_between_a_file_and_its_delete_is_completed_by_the_next_run(
     deployment: Deployment, tmp_path: Path
 ) -> None:
-    ended = set(await deployment.ended_games(5))
+    ended = set(await deployment.ended_games(12))
     folder = tmp_path / "archive"
-    killed = await cli(
-        "archive",
-        "--all-ended",
-        "--out-dir",
-        str(folder),
-        *deployment.options,
-        failpoint="archive_exit_before_delete",
-    )
-    assert killed.returncode == 3, killed.stdout + killed.stderr
-    # Killed before its first delete: every game is still in the store, those with a file fenced.
-    in_place = files(folder)
-    assert in_place and deployment.games() == ended
-    assert all(deployment.fenced(game_id) for game_id in in_place)
+    assert deployment.redis.process is not None
+    redis_pid = deployment.redis.process.pid
+
+    def killed_run() -> int:
+        process = subprocess.Popen(
+            command("archive", "--all-ended", "--out-dir", str(folder), *deployment.options),
+            cwd=ROOT,
+            env=child_env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            with stalling(deployment.redis):
+                deadline = time.monotonic() + 60
+                while not list(folder.glob(".*.part")):  # a game's file is being written
+                    assert process.poll() is None and time.monotonic() < deadline, "no file was written"
+                    time.sleep(0.001)
+                os.kill(process.pid, signal.SIGSTOP)
+            # Redis stopped, the run continued: the files at hand are written, and their deletes wait on
+            # Redis, until the run is killed (SIGKILL: nothing of it runs after).
+            with stopped(redis_pid):
+                os.kill(process.pid, signal.SIGCONT)
+                deadline = time.monotonic() + 10
+                while not files(folder) and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                time.sleep(0.2)
+                process.kill()
+                return process.wait(10)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait(10)
+
+    assert await asyncio.to_thread(killed_run) == -signal.SIGKILL
+    # Each game is in a file or still in the store; those with a file and in the store are fenced.
+    in_place, left = files(folder), deployment.stored()
+    assert in_place and in_place | left == ended
+    waiting = in_place & left
+    assert waiting, "the run was killed after the deletes, not between a file and its delete"
+    assert all(deployment.fenced(game_id) for game_id in waiting)
 
     resumed = await cli("archive", "--all-ended", "--out-dir", str(folder), *deployment.options)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    for game_id in in_place:
+    for game_id in waiting:
         assert f"{game_id}: archived (its verified file was in place): 3 envelopes" in resumed.stderr
-    assert "archive: 5 archived, 0 skipped, 0 failed, of 5" in resumed.stdout
+    assert f"archive: {len(left)} archived, 0 skipped, 0 failed, of {len(left)}" in resumed.stdout
     assert files(folder) == ended and deployment.games() == set()
     assert not list(folder.glob(".*"))
