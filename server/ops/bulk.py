@@ -15,7 +15,12 @@ command again resumes without losing or doubling a game:
 - verify: reads only; run it again.
 
 Games are handled a few at a time (`AT_ONCE`), so that one game's disk and Redis waits overlap another's
-checking; each is still archived or imported alone, as the one-game command does it.
+checking; each is still archived or imported alone, as the one-game command does it, under a lease on the
+store (`Stores`), so that a server starting on the data dir meanwhile takes it over between games.
+
+A file is read only when it is a regular file, and only so much of it (server.ops.files): a FIFO or a
+device is skipped and named, a file too large or nested too deeply fails, as does anything else one file
+raises, and the run goes on.
 
 Exit status: 0 when every item succeeded (or was skipped), 1 when any failed, 130 when interrupted.
 """
