@@ -66,6 +66,12 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     # most recently ended; the oldest retires when another ends).
     wall_live_games: int = 200
     wall_ended_games: int = 8
+    # Seconds a live game may go without a placement before it leaves the wall (it comes back with its
+    # next one); the share of the live games shown that one creator's address may hold (at least one); and
+    # the games of a subscriber's first page, and of each page it asks for after.
+    wall_idle_seconds: float = 600.0
+    wall_creator_share: float = 0.05
+    wall_page_games: int = 24
     log_level: str = "info"
     # "json": a JSON object per line; "text": warnings and errors in words, for people; "auto": text when
     # standard error is a terminal, else JSON (server.ops.logs).

@@ -21,7 +21,7 @@ from server.clock import utc_now
 from server.engine import envelope
 from server.engine.envelope import Record
 from server.engine.folded import SPACES_CACHE_BYTES, FoldedGame, GapError, decode_all
-from server.engine.listing import listing_of
+from server.engine.listing import creator_key, creator_of, listing_of
 from server.engine.owner import Command, LiveGame, Node, Outcome
 from server.engine.signing import Signer
 from server.metrics import Metrics
@@ -83,17 +83,26 @@ class Games:
         )
         self._games: OrderedDict[str, LiveGame] = OrderedDict()
         self._loading: dict[str, asyncio.Future[LiveGame | None]] = {}
-        # Told the id of each public game this node creates (the wall, while anyone watches it).
-        self.on_listed: Callable[[str], None] | None = None
+        # Told the id and creator's hash of each public game this node creates (the wall, while anyone
+        # watches it).
+        self.on_listed: Callable[[str, str | None], None] | None = None
+        # Creators' address buckets are kept hashed with a key every node of the store shares.
+        self._creator_key = creator_key(self.node.signer.private_text().encode())
 
     def __len__(self) -> int:
         return len(self._games)
 
     async def create(
-        self, players: Sequence[str], layout: str = "standard", spectators: str = "public"
+        self,
+        players: Sequence[str],
+        layout: str = "standard",
+        spectators: str = "public",
+        *,
+        creator: str | None = None,
     ) -> Created:
         """Create a game with fresh seat tokens (and a watch token for a private game); a public game is
-        listed (server.engine.listing).
+        listed (server.engine.listing), with a keyed hash of `creator` (its creator's address bucket) when
+        given.
 
         Raises: Rejected (bad players or layout), TooManyGames (the store holds `max_games` live games),
         StoreFull, StoreUnavailable.
@@ -125,11 +134,12 @@ class Games:
         created = events[0]
         assert isinstance(created, GameCreated)  # what decide answers a CreateGame with
         names = created.players
-        listing = listing_of(names) if created.spectators == "public" else None
+        hashed = None if creator is None else creator_of(creator, self._creator_key)
+        listing = listing_of(names, hashed) if created.spectators == "public" else None
         await self.store.create(game_id, data[0], credentials, listing=listing, max_live=self.max_games)
         log.info("game created", extra={"game_id": game_id, "version": 1, "count": len(players)})
         if listing is not None and self.on_listed is not None:
-            self.on_listed(game_id)
+            self.on_listed(game_id, hashed)
         seats = [
             SeatToken(seat, name, token) for seat, (name, token) in enumerate(zip(names, tokens, strict=True))
         ]

@@ -12,6 +12,8 @@ read of the first and the newest envelope of each game it lacks.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import logging
 
 import msgspec
@@ -26,12 +28,16 @@ log = logging.getLogger(__name__)
 
 # Games read at once by the backfill.
 BACKFILL_BATCH = 64
+# Hex digits of a creator's hash kept in a listing (64 bits: two buckets sharing one is no concern).
+CREATOR_CHARS = 16
 
 
-class Listing(msgspec.Struct, frozen=True):
-    """What the index keeps of a public game from its creation on."""
+class Listing(msgspec.Struct, frozen=True, omit_defaults=True):
+    """What the index keeps of a public game from its creation on: its players, and who created it (a keyed
+    hash of the creator's address bucket, `creator_of`: for the wall's share per creator; never shown)."""
 
     players: list[str]
+    creator: str | None = None
 
 
 class GameSummary(msgspec.Struct, frozen=True):
@@ -61,9 +67,29 @@ _decode_newest = msgspec.json.Decoder(_Newest).decode
 _ENDED = GameEnded.__struct_config__.tag
 
 
-def listing_of(players: list[str] | tuple[str, ...]) -> bytes:
-    """The listing of a public game with these players."""
-    return _encode(Listing(list(players)))
+def listing_of(players: list[str] | tuple[str, ...], creator: str | None = None) -> bytes:
+    """The listing of a public game with these players (and its creator's hash, `creator_of`)."""
+    return _encode(Listing(list(players), creator))
+
+
+def creator_key(secret: bytes) -> bytes:
+    """The key that `creator_of` hashes with, from a secret every node of a store shares (the signing key)."""
+    return hashlib.sha256(b"orchestra wall creator\0" + secret).digest()
+
+
+def creator_of(bucket: str, key: bytes) -> str:
+    """What the index keeps of a creator's address bucket (server.web.throttle.client_key): a keyed hash,
+    so that no address can be read back from the index, even by trying every one."""
+    return hmac.new(key, bucket.encode(), hashlib.sha256).hexdigest()[:CREATOR_CHARS]
+
+
+def listed_creator(listed: Listed) -> str | None:
+    """The creator's hash a listed game was listed with; None for a game listed without one (created
+    before creators were kept) or whose listing does not decode."""
+    try:
+        return _decode_listing(listed.listing).creator
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
 
 
 def summary_of(listed: Listed) -> GameSummary | None:

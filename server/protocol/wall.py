@@ -1,11 +1,12 @@
-"""The frames of the wall feed (`/wall/ws`, protocol.md): every public game on the wall once, whole, then
-only what changed.
+"""The frames of the wall feed (`/wall/ws`, protocol.md): a page of the wall's games, whole, then only what
+changed of the games a subscriber holds.
 
-The server sends two frames and takes none: `wall` first (every game on the wall, whole), then
-`wall_changes` (the games added, whole; of each game that changed, only its changed fields, and of its
-chairs only the spaces whose holders changed; the games retired). A change applies to what the client holds
-from the frames before it, so a client that lost its connection connects again and starts from a new
-`wall`.
+The server sends `wall` first (the first page: the most active games, whole, and how many the wall shows),
+then `wall_changes` (of the games the subscriber holds: those retired, those changed, only their changed
+fields and of their chairs only the spaces whose holders changed; and the games added to what it holds,
+whole). The client may ask for more with `wall_more`, answered by a `wall_page` (the next games it does not
+hold, whole). A change applies to what the client holds from the frames before it, so a client that lost its
+connection connects again and starts from a new `wall`.
 """
 
 from __future__ import annotations
@@ -51,21 +52,42 @@ class WallChange(msgspec.Struct, frozen=True):
     presence: Presence | UnsetType = UNSET
 
 
+Total = Annotated[int, msgspec.Meta(ge=0)]
+
+
 class WallFrame(msgspec.Struct, frozen=True, tag_field="type", tag="wall"):
-    """The first frame of the wall feed: every game on the wall, whole (live games newest first, then the
-    ended ones, most recently ended first), and how many ended games the wall keeps."""
+    """The first frame of the wall feed: the first page of the wall, whole (its most active games, in the
+    wall's order: live games newest first, then the ended ones, most recently ended first), how many ended
+    games the wall keeps, and how many games it shows in all (`total`: more than `games` holds when there
+    are more pages)."""
 
     games: list[WallGame]
     ended_kept: Annotated[int, msgspec.Meta(ge=0)]
+    total: Total
 
 
 class WallChangesFrame(msgspec.Struct, frozen=True, tag_field="type", tag="wall_changes"):
-    """What changed on the wall since the frame before: games `retired` (their ids), games `added`
-    (whole, newest first: they go before the games held), and games `changed`. No game is in two lists."""
+    """What changed since the frame before, of the games the subscriber holds: games `retired` (their
+    ids), games `added` to what it holds (whole: they go before the games held), and games `changed`; and
+    how many games the wall shows now. No game is in two lists."""
 
     retired: list[str]
     added: list[WallGame]
     changed: list[WallChange]
+    total: Total
 
 
-WALL_FRAMES = (WallFrame, WallChangesFrame)
+class WallPageFrame(msgspec.Struct, frozen=True, tag_field="type", tag="wall_page"):
+    """The answer to `wall_more`: the next games the subscriber did not hold (the most active of them, at
+    most a page, in the wall's order: they go after the games held; none when it holds every game), and
+    how many games the wall shows."""
+
+    games: list[WallGame]
+    total: Total
+
+
+class WallMore(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag_field="type", tag="wall_more"):
+    """The one frame a client sends the wall feed: another page, please (answered by `wall_page`)."""
+
+
+WALL_FRAMES = (WallFrame, WallChangesFrame, WallPageFrame, WallMore)

@@ -38,4 +38,7 @@ class Context:
             presence=self.presence,
             live_games=self.settings.wall_live_games,
             ended_games=self.settings.wall_ended_games,
+            idle_seconds=self.settings.wall_idle_seconds,
+            creator_share=self.settings.wall_creator_share,
+            page_games=self.settings.wall_page_games,
         )

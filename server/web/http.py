@@ -92,7 +92,10 @@ async def create_game(request: Request) -> Response:
     if refused is not None:
         return refused
     try:
-        created = await ctx.games.create(new.players, new.layout, new.spectators)
+        host = request.client.host if request.client else None
+        created = await ctx.games.create(
+            new.players, new.layout, new.spectators, creator=client_key(host or "unknown")
+        )
     except Rejected as exc:
         return error(400, exc.code, exc.message)
     except StoreFull:

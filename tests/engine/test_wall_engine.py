@@ -86,6 +86,7 @@ async def test_a_change_carries_the_space_whose_chair_changed_hands_and_nothing_
         "retired": [],
         "added": [],
         "changed": [{"game_id": game_id, "version": 2, "chairs": {"viola": [0]}, "prestige": [3, 0]}],
+        "total": 1,
     }
     await place(games, game_id, 1, "viola", RepairToken("strings"))  # below the line: the chair stays
     assert (await feed.next())["changed"] == [{"game_id": game_id, "version": 3}]
@@ -142,7 +143,13 @@ async def test_ended_games_retire_once_ended_kept_more_have_ended(games: Games) 
     feed, first = await join(wall)
     assert [g["game_id"] for g in first["games"]] == [third]
     await games.handle(third, EndGame(seat=0, id="end"))
-    assert await feed.next() == {"type": "wall_changes", "retired": [third], "added": [], "changed": []}
+    assert await feed.next() == {
+        "type": "wall_changes",
+        "retired": [third],
+        "added": [],
+        "changed": [],
+        "total": 0,
+    }
     await wall.close()
 
 
