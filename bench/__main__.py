@@ -15,6 +15,7 @@
     python -m bench signing [--quick]         the minimal pipeline plain, with padded, with signed envelopes
     python -m bench restart [--quick]         2,000 hellos at once; 2,000 clients back after a SIGTERM restart
     python -m bench slowloris [--quick]       10,000 stalled requests from one address; /healthz from another
+    python -m bench pipelining [--quick]      200 connections x 5,000 pipelined GETs, never read; /metrics
     python -m bench gamelist [--quick]        GET /games with 5,000 private games vs none
     python -m bench wall [--quick]            the wall feed's bytes and a node's CPU per change
     python -m bench archive [--quick]         1,000 finished games archived and imported back vs a plain dump
@@ -47,6 +48,7 @@ BENCHMARKS = {
     "signing": "bench.signing",
     "restart": "bench.restart",
     "slowloris": "bench.slowloris",
+    "pipelining": "bench.pipelining",
     "gamelist": "bench.gamelist",
     "archive": "bench.archive",
     "wall": "bench.wall",

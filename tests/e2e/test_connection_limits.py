@@ -274,3 +274,43 @@ def test_refusals_are_counted_and_logged_once_a_minute_at_most(
     lines = [line for line in log_lines(server.logs()) if line["msg"].startswith("connections refused")]
     assert [line["refused"] for line in lines] == [{"per_address": 1}, {"per_address": 24}]
     assert lines[1]["peers"] == {"127.0.0.7": 24}
+
+
+def never_reading(server: Any, opened: list[socket.socket], source: str, requests: int) -> socket.socket:
+    """A connection with a 4 KiB receive window that pipelines `requests` GETs and never reads."""
+    sock = socket.socket()
+    opened.append(sock)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.settimeout(5)
+    sock.bind((source, 0))
+    sock.connect(address(server))
+    sock.sendall(get("/client/orchestra.js") * requests)
+    return sock
+
+
+def test_readers_that_never_read_cannot_hold_the_global_limit_past_the_send_deadline(
+    start_server: Any, sockets: list[socket.socket]
+) -> None:
+    send_timeout = 1.0
+    server = start_server(
+        max_connections=20, max_connections_per_address=0, request_timeout=30, send_timeout=send_timeout
+    )
+    # Enough answers on each to fill the kernel's buffers (a few MiB) and then the server's.
+    for n in range(20):
+        never_reading(server, sockets, f"127.0.0.{10 + n % 4}", 400)
+    assert refused_at_once(open_socket(server, sockets, "127.0.0.30"))
+    started = time.monotonic()
+    while healthz_or_refused(server, sockets) != 200:
+        assert time.monotonic() - started < send_timeout + 20, "the never-reading clients are still held"
+        time.sleep(0.2)
+    assert time.monotonic() - started >= send_timeout * 0.9
+    assert refused_counts(server, sockets)["send_timeout"] == 20
+    assert_clean_logs(server.logs())
+
+
+def healthz_or_refused(server: Any, opened: list[socket.socket]) -> int:
+    """GET /healthz from a new address: its status, or 0 when the connection is refused."""
+    sock = open_socket(server, opened, "127.0.0.31")
+    sock.sendall(get("/healthz", "connection: close"))
+    received, _ = read_to_close(sock)
+    return status(received) if received else 0
