@@ -419,22 +419,15 @@ def _fail(status: int, body: bytes) -> int:
 
 
 def _new_game(args: argparse.Namespace) -> int:
+    from server.ops import links
+
     base = args.server.rstrip("/")
     body = {"players": args.names, "layout": args.layout, "spectators": "token" if args.private else "public"}
     status, answer = _request("POST", f"{base}/games", body, args.api_key)
     if status != 201:
         return _fail(status, answer)
-    created = json.loads(answer)
-    game = created["game_id"]
-    print(f"game {game} created")
-    print(f"  watch:  {base}/games/{game}/watch")
-    print(f"  replay: {base}/games/{game}/replay")
-    if created.get("watch_token"):
-        print(f"  watch token (private game): {created['watch_token']}")
-    for seat in created["seats"]:
-        print(f"  seat {seat['seat']} {seat['name']}: token {seat['token']}")
-        print(f"      play: {base}/games/{game}/play#token={seat['token']}")
-    print("The tokens are shown only this once; keep them.")
+    # On a terminal, each link a phone opens also as a QR code.
+    links.print_links(base, json.loads(answer), print, qr=sys.stdout.isatty())
     return 0
 
 

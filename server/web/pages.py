@@ -1,11 +1,15 @@
-"""The pages a browser opens: the list of games, the wall of live games, the live board (embeddable with
-`?embed=1`), the replay viewer, the play page; and the JavaScript client library they are built on.
+"""The pages a browser opens: the list of games (with the New game form and the open tables), the wall
+of live games, the live board (embeddable with `?embed=1`), the replay viewer, the play page, the host
+page; and the JavaScript client library they are built on.
 
 Plain HTML, vanilla JS modules (one per page, and their shared rendering) and one stylesheet from
 `static/`, no build step. The pages speak to the server through the library, `GET /client/orchestra.js`
 (`client/` holds links to `clients/js/`, where it is kept, so the wheel ships it). The pages only draw what
 the server says: views come from `GET /games/{id}` and the websocket, and where a token may go comes from
 `GET /games/{id}/legal`, which answers from the domain's own rules, so no rule lives in JS.
+
+`GET /new-game.json` answers what the New game form needs of the server: `{"layouts": [names],
+"api_key": true}` when creating a game needs the server's API key (it never says what the key is).
 
 `GET /games/{id}/legal?token=<JSON token>[&skill=N]` answers
 `{"spaces": [space ids, in layout order], "materials": {space id: materials to name}}`; `materials` lists
@@ -22,7 +26,7 @@ from starlette.responses import FileResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from domain import Token, legal_spaces
+from domain import BUILTIN_LAYOUTS, Token, legal_spaces
 from domain.rules import materials_needed
 from server.store import StoreError
 from server.web.context import Context
@@ -75,6 +79,13 @@ class Legal(msgspec.Struct, frozen=True):
     materials: dict[str, int]
 
 
+class NewGameSettings(msgspec.Struct, frozen=True):
+    """The answer of `/new-game.json`."""
+
+    layouts: list[str]
+    api_key: bool
+
+
 _decode_token = msgspec.json.Decoder(Token).decode
 
 
@@ -100,6 +111,15 @@ def _client(name: str):  # type: ignore[no-untyped-def]
 
     client_file.__name__ = f"client_{name.replace('.', '_')}"
     return client_file
+
+
+async def new_game_settings(request: Request) -> Response:
+    """GET /new-game.json: the layouts a game may use, and whether creating one needs the API key."""
+    ctx: Context = request.app.state.ctx
+    settings = NewGameSettings(layouts=sorted(BUILTIN_LAYOUTS), api_key=ctx.settings.api_key is not None)
+    return Response(
+        msgspec.json.encode(settings), media_type="application/json", headers={"cache-control": "no-cache"}
+    )
 
 
 async def legal(request: Request) -> Response:
@@ -144,6 +164,8 @@ routes: list[BaseRoute] = [
     Route("/games/{game_id}/watch", watch_page, methods=["GET"]),
     Route("/games/{game_id}/replay", _page("replay.html"), methods=["GET"]),
     Route("/games/{game_id}/play", _page("play.html"), methods=["GET"]),
+    Route("/games/{game_id}/host", _page("host.html"), methods=["GET"]),
+    Route("/new-game.json", new_game_settings, methods=["GET"]),
     Route("/games/{game_id}/legal", legal, methods=["GET"]),
     *(Route(f"/client/{name}", _client(name), methods=["GET"]) for name in CLIENT_FILES),
     Mount("/static", StaticFiles(directory=STATIC), name="static"),

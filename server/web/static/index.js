@@ -1,9 +1,152 @@
-// The list of games: public games, live and ended, refreshed every few seconds.
+// The list of games: "New game" (named and open seats, the layout, who may watch, an open table, the API
+// key when the server needs one), the open tables with a Join button, and the public games, live and
+// ended, refreshed every few seconds.
 
 import { listGames } from "/client/orchestra.js";
+import { createGame, joinTable, keepHosted, newGameSettings, storeApiKey, storedApiKey } from "./api.js";
+import { refusalWords } from "./refusals.js";
 import { $, el, origin, seatDot, showError } from "./render.js";
 
 const body = $("games").querySelector("tbody");
+
+// New game ---------------------------------------------------------------------------------------------
+
+function seatInputs() {
+  const count = Number($("seat-count").value);
+  const holder = $("seat-names");
+  while (holder.children.length < count) {
+    const seat = holder.children.length;
+    const row = el("div", "row");
+    const label = el("label", `seat-${seat % 4}`, `Seat ${seat + 1}`);
+    label.htmlFor = `seat-${seat}`;
+    const input = el("input");
+    input.id = `seat-${seat}`;
+    input.maxLength = 32;
+    input.placeholder = "open seat";
+    input.autocomplete = "off";
+    row.append(label, input);
+    holder.append(row);
+  }
+  while (holder.children.length > count) holder.lastElementChild.remove();
+}
+
+function needApiKey() {
+  $("api-key-row").hidden = false;
+  $("api-key-hint").hidden = false;
+  $("api-key").value = storedApiKey();
+}
+
+async function settings() {
+  try {
+    const known = await newGameSettings();
+    $("layout").replaceChildren(...known.layouts.map((name) => new Option(name, name, name === "standard", name === "standard")));
+    if (known.api_key) needApiKey();
+  } catch (error) {
+    showError(`Cannot read the server's settings: ${refusalWords(error)}`);
+  }
+}
+
+async function create(event) {
+  event.preventDefault();
+  const said = $("new-game-message");
+  said.textContent = "";
+  delete said.dataset.code;
+  const players = [...$("seat-names").querySelectorAll("input")].map((input) => input.value.trim() || null);
+  const apiKey = $("api-key-row").hidden ? "" : $("api-key").value.trim();
+  const request = {
+    players,
+    layout: $("layout").value,
+    spectators: document.querySelector('input[name="spectators"]:checked').value,
+    apiKey,
+  };
+  if ($("open-table").checked) request.open = true;
+  $("create").disabled = true;
+  try {
+    const created = await createGame(request);
+    if (apiKey) storeApiKey(apiKey);
+    const seats = {};
+    for (const seat of created.seats) seats[seat.seat] = seat.token;
+    keepHosted(created.game_id, { seats, watch_token: created.watch_token ?? null });
+    const hostToken = created.host_token ?? "";
+    location.assign(`/games/${encodeURIComponent(created.game_id)}/host#token=${encodeURIComponent(hostToken)}`);
+  } catch (error) {
+    $("create").disabled = false;
+    if (error.status === 401) {
+      needApiKey();
+      said.textContent = apiKey
+        ? "The server refused this API key: check it and try again."
+        : "This server needs its API key to create a game: enter it above, then create again.";
+      said.dataset.code = "forbidden";
+      return;
+    }
+    said.textContent = refusalWords(error);
+    said.dataset.code = error.code;
+  }
+}
+
+// Open tables ------------------------------------------------------------------------------------------
+
+function isOpenTable(game) {
+  return game.open === true && !game.ended && game.players.some((name) => name === null);
+}
+
+function openTable(game) {
+  const item = el("li", "open-table");
+  item.dataset.game = game.game_id;
+  const who = el("div", "table-who");
+  const seated = game.players.filter((name) => name !== null);
+  const free = game.players.length - seated.length;
+  who.append(el("span", "table-id", game.game_id), document.createTextNode(" \u00b7 "));
+  who.append(document.createTextNode(seated.length ? `${seated.join(", ")} \u00b7 ` : ""));
+  who.append(el("span", "free", free === 1 ? "1 seat free" : `${free} seats free`));
+  const form = el("form", "join");
+  const label = el("label", "", "Your name");
+  const input = el("input");
+  input.maxLength = 32;
+  input.required = true;
+  input.autocomplete = "nickname";
+  input.id = `join-${game.game_id}`;
+  label.htmlFor = input.id;
+  const button = el("button", "primary", "Join");
+  button.type = "submit";
+  form.append(label, input, button);
+  form.addEventListener("submit", (event) => join(event, game.game_id, input, button));
+  item.append(who, form);
+  return item;
+}
+
+async function join(event, gameId, input, button) {
+  event.preventDefault();
+  const said = $("join-message");
+  said.textContent = "";
+  delete said.dataset.code;
+  button.disabled = true;
+  try {
+    const seat = await joinTable(gameId, input.value);
+    location.assign(`/games/${encodeURIComponent(gameId)}/play#token=${encodeURIComponent(seat.token)}`);
+  } catch (error) {
+    button.disabled = false;
+    said.textContent = refusalWords(error);
+    said.dataset.code = error.code;
+  }
+}
+
+function showOpenTables(games) {
+  const list = $("open-tables");
+  const open = games.filter(isOpenTable);
+  // A table still listed keeps its row, so a name being typed is not lost on a refresh.
+  const keep = new Map([...list.children].map((item) => [item.dataset.game, item]));
+  list.replaceChildren(...open.map((game) => {
+    const held = keep.get(game.game_id);
+    if (!held) return openTable(game);
+    const fresh = openTable(game);
+    held.querySelector(".table-who").replaceWith(fresh.querySelector(".table-who"));
+    return held;
+  }));
+  $("no-open").hidden = open.length > 0;
+}
+
+// Games ------------------------------------------------------------------------------------------------
 
 async function refresh() {
   let games;
@@ -11,9 +154,10 @@ async function refresh() {
     games = await listGames(origin);
     showError("");
   } catch (error) {
-    showError(`Cannot list the games: ${error.code}: ${error.message}`);
+    showError(`Cannot list the games: ${refusalWords(error)}`);
     return;
   }
+  showOpenTables(games);
   const rows = games.map((game) => {
     const row = el("tr");
     row.dataset.game = game.game_id;
@@ -26,7 +170,7 @@ async function refresh() {
     game.players.forEach((name, seat) => {
       if (seat) players.append(document.createTextNode(", "));
       players.append(seatDot(seat, game.presence?.seats[seat]?.online));
-      players.append(el("span", `name seat-${seat % 4}`, name));
+      players.append(el("span", `name seat-${seat % 4}`, name ?? "open seat"));
     });
     const watching = game.presence?.spectators ?? 0;
     if (watching) players.append(el("span", "watching", ` \u00b7 ${watching} watching`));
@@ -47,5 +191,8 @@ async function refresh() {
   document.body.dataset.ready = "true";
 }
 
-await refresh();
+$("seat-count").addEventListener("change", seatInputs);
+seatInputs();
+$("new-game").addEventListener("submit", create);
+await Promise.all([settings(), refresh()]);
 setInterval(refresh, 5000);

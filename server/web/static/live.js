@@ -1,11 +1,21 @@
-// The live board of the watch and play pages: the game's history and then its live events, over the
-// client library's connection, which keeps the view current and resumes by itself.
+// The live board of the watch, play and host pages: the game's history and then its live events, over the
+// client library's connection, which keeps the view current and resumes by itself. When the game's next
+// game starts (a `next_game` frame), the page follows it.
 
 import { connect, HISTORY_CHANGED } from "/client/orchestra.js";
 import { $, Board, flash, gameId, origin, secret, showError, showWatching, status } from "./render.js";
 
+/** The close code of a connection whose seat token the host replaced (protocol.md, close codes). */
+export const TOKEN_REISSUED = 4002;
+
+const REISSUED_WORDS =
+  "The host gave this seat a new link: this page no longer plays it. Open the new link the host sends you.";
+
 function ended(info) {
-  if (info.code === 1008) {
+  if (info.code === TOKEN_REISSUED) {
+    status("refused", "link replaced");
+    showError(REISSUED_WORDS);
+  } else if (info.code === 1008) {
     status("refused", "refused");
     showError(`The server refused this page: ${info.reason || "not allowed"}`);
   } else if (info.code === 1011) {
@@ -17,36 +27,105 @@ function ended(info) {
   }
 }
 
+/** Where a page goes when the next game starts: a seat to its seat there (its token from the frame), a
+ * spectator to its watch page (a private game's with the watch token the frame brings). */
+export function nextGamePath(frame, page = "play") {
+  const path = `/games/${encodeURIComponent(frame.game_id)}`;
+  if (frame.token && page === "play") return `${path}/play#token=${encodeURIComponent(frame.token)}`;
+  if (frame.token) return `${path}/watch#token=${encodeURIComponent(frame.token)}`;
+  return `${path}/watch`;
+}
+
+// A WebSocket that also hands each `next_game` frame to `onNext`, for a client library that passes over
+// frames of a type it does not know.
+function socketTelling(onNext) {
+  return class extends WebSocket {
+    constructor(...args) {
+      super(...args);
+      // `onmessage`, which the library leaves free: its own listeners are added with addEventListener.
+      this.onmessage = (message) => {
+        if (typeof message.data !== "string" || !message.data.includes('"next_game"')) return;
+        try {
+          const frame = JSON.parse(message.data);
+          if (frame.type === "next_game") onNext(frame);
+        } catch {
+          /* not JSON: not a frame of this protocol */
+        }
+      };
+    }
+  };
+}
+
 /** Connect, draw the board once the history's GameCreated brings the layout, log every envelope once
- * (when the page has a log), and draw each new view. `extra`: `board(board)`, `welcome(frame, connection)`. Resolves to the
- * connection (null when the server refused it). */
+ * (when the page has a log), and draw each new view. `extra`: `board(board)`, `welcome(frame,
+ * connection)`, `seats(names)` (each seat's name, null while open, after each change), `next(frame)`
+ * (the next game started; default: go to `nextGamePath(frame)`), `token` (default: the fragment's).
+ * Resolves to the connection (null when the server refused it). */
 export async function livePage(extra = {}) {
   let board = null;
   const log = $("log");
   let connection;
+  let followed = false;
+  const follow = (frame) => {
+    if (followed || typeof frame?.game_id !== "string") return;
+    followed = true;
+    if (extra.next) extra.next(frame, connection);
+    else location.assign(nextGamePath(frame));
+  };
   try {
     // The whole history first (since 0): its GameCreated carries the layout. A page is patient: it waits
     // for a server that is restarting or busy (1012, 1013, a drop), with a random wait under a doubling
     // ceiling, for as long as it stays open; 1008 and 1011 are final.
-    connection = await connect(origin, gameId, { token: secret, since: 0, waitForServer: true, resumeFor: Infinity });
+    connection = await connect(origin, gameId, {
+      token: extra.token === undefined ? secret : extra.token,
+      since: 0,
+      waitForServer: true,
+      resumeFor: Infinity,
+      WebSocket: socketTelling(follow),
+    });
   } catch (error) {
     ended({ code: error.closeCode, reason: error.frame?.message ?? error.message });
     return null;
   }
+  connection.on("next_game", follow);
+  // Each seat's name: GameCreated's players (null for an open seat), then each SeatTaken.
+  const names = (connection.view.players ?? []).map((p) => p.name ?? null);
+  const closedSeats = new Set();
   status("live", connection.view.ended ? "game over" : "live");
   extra.welcome?.(connection.welcome, connection);
+  extra.seats?.(names, closedSeats);
   connection.on("events", (envelopes) => {
+    let seatsChanged = false;
     for (const envelope of envelopes) {
-      if (envelope.event.type === "GameCreated" && !board) {
-        board = new Board($("board"), envelope.event.layout, envelope.event.players);
+      const event = envelope.event;
+      if (event.type === "GameCreated") {
+        event.players.forEach((name, seat) => {
+          names[seat] = name ?? names[seat] ?? null;
+        });
+        for (const seat of event.closed ?? []) closedSeats.add(seat);
+        seatsChanged = true;
+      } else if (event.type === "SeatTaken") {
+        names[event.seat] = event.name;
+        seatsChanged = true;
+      } else if (event.type === "SeatClosed") {
+        closedSeats.add(event.seat);
+        seatsChanged = true;
+      }
+      if (event.type === "GameCreated" && !board) {
+        board = new Board($("board"), event.layout, [...names]);
         if (connection.presence) board.presence = connection.presence;
         extra.board?.(board);
         board.render(connection.view, false);
       }
+      if (board && seatsChanged) board.players = names.map((name, seat) => name ?? `seat ${seat + 1} (open)`);
       if (!board || !log) continue;
       const line = board.logLine(envelope);
       log.prepend(line);
       if (envelope.version > connection.welcome.version) flash(line); // live, not the history
+    }
+    if (seatsChanged) {
+      board?.render(connection.view, false, true);
+      extra.seats?.(names, closedSeats);
     }
     if (log) log.dataset.version = String(connection.version);
     if (connection.view.ended) status("live", "game over");
@@ -56,16 +135,25 @@ export async function livePage(extra = {}) {
   connection.on("presence", (presence) => {
     board?.showPresence(presence);
     showWatching(presence.spectators);
+    extra.presence?.(presence);
   });
   connection.on("welcome", (frame) => {
     status("live", connection.view.ended ? "game over" : "live");
     extra.welcome?.(frame, connection);
   });
-  connection.on("reconnecting", ({ code }) => {
+  connection.on("reconnecting", ({ code, reason }) => {
+    // The host replaced this seat's token: coming back with it would only be refused.
+    if (code === TOKEN_REISSUED) {
+      connection.close();
+      ended({ code, reason });
+      return;
+    }
     // The store lost envelopes this page logged: the whole history follows again, so start the log anew.
     if (code === HISTORY_CHANGED && log) log.replaceChildren();
     status("reconnecting", "reconnecting\u2026");
   });
-  connection.on("close", ended);
+  connection.on("close", (info) => {
+    if (info.code !== 1000) ended(info);
+  });
   return connection;
 }

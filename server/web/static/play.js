@@ -4,6 +4,7 @@
 
 import { describeToken, ERAS, FAMILIES, getLegal, MATERIALS, nameOf } from "/client/orchestra.js";
 import { livePage } from "./live.js";
+import { refusalWords } from "./refusals.js";
 import { $, el, gameId, origin, secret, setTitle, showError } from "./render.js";
 
 setTitle(`game ${gameId}`);
@@ -66,6 +67,7 @@ async function place(spaceId) {
   };
   const needed = legal.materials[spaceId] || 0;
   if (needed) placement.materials = [$("material1").value, $("material2").value].slice(0, needed);
+  delete message.dataset.code;
   message.textContent = `Placing ${describeToken(placed)} in ${board.spaceName(spaceId)}\u2026`;
   await answer(connection.place(placement));
 }
@@ -75,8 +77,40 @@ async function answer(sent) {
     const accepted = await sent;
     message.textContent = `Accepted (version ${accepted.version}).`;
   } catch (error) {
-    message.textContent = `Rejected (${error.code}): ${error.message}`;
+    message.textContent = refusalWords(error);
+    message.dataset.code = error.code;
   }
+}
+
+// An open seat: the page asks its player's name first (take_seat); the seat is theirs once accepted.
+let mySeat = null;
+let names = [];
+
+function showMe() {
+  if (mySeat === null) return;
+  const name = names[mySeat];
+  $("take-seat").hidden = name !== null && name !== undefined;
+  if (name === null || name === undefined) {
+    $("me").textContent = `Seat ${mySeat + 1}: give your name to play.`;
+    return;
+  }
+  $("me").replaceChildren(document.createTextNode("You are "), el("span", `name seat-${mySeat % 4}`, name));
+}
+
+async function takeSeat(event) {
+  event.preventDefault();
+  const said = $("take-seat-message");
+  const button = $("take-seat-button");
+  button.disabled = true;
+  said.textContent = "";
+  delete said.dataset.code;
+  try {
+    await connection.send({ type: "take_seat", name: $("seat-name").value });
+  } catch (error) {
+    said.textContent = refusalWords(error);
+    said.dataset.code = error.code;
+  }
+  button.disabled = false;
 }
 
 // "Take back" while this seat's placement is the game's last event (the server still decides).
@@ -102,7 +136,8 @@ async function takeBack() {
     const accepted = await connection.takeBack({ expected_version: placed.version });
     message.textContent = `Took back ${what} (version ${accepted.version}).`;
   } catch (error) {
-    message.textContent = `Rejected (${error.code}): ${error.message}`;
+    message.textContent = refusalWords(error);
+    message.dataset.code = error.code;
   }
   offerTakeBack();
 }
@@ -113,8 +148,8 @@ function welcome(frame) {
     $("me").textContent = "You are watching (this token has no seat).";
     return;
   }
-  const name = frame.view.players.find((p) => p.seat === seat)?.name ?? `seat ${seat}`;
-  $("me").replaceChildren(document.createTextNode("You are "), el("span", `name seat-${seat % 4}`, name));
+  mySeat = seat;
+  showMe();
   $("end-game").hidden = seat !== 0 || frame.view.ended;
 }
 
@@ -129,7 +164,12 @@ if (!secret) {
   $("picker").addEventListener("submit", (event) => event.preventDefault());
   $("end-game").addEventListener("click", () => answer(connection.endGame()));
   $("take-back").addEventListener("click", takeBack);
+  $("take-seat").addEventListener("submit", takeSeat);
   connection = await livePage({
+    seats(now) {
+      names = now;
+      showMe();
+    },
     board(made) {
       board = made;
       fillWhich();

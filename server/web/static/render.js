@@ -120,7 +120,7 @@ export class Board {
 
   name(seat) {
     if (seat === null || seat === undefined) return "the server";
-    return this.players[seat] ?? `seat ${seat}`;
+    return this.players[seat] ?? `seat ${seat + 1}`;
   }
 
   spaceName(id) {
@@ -202,8 +202,14 @@ export class Board {
 
   // Draw a whole view; only the spaces and scores that changed since the last one are drawn again (and,
   // when `animate`, flash).
-  render(view, animate) {
-    if (view.players) this.players = view.players.map((p) => p.name);
+  // `names`: a seat's name changed (an open seat taken), so every space and score is drawn again.
+  render(view, animate, names = false) {
+    // A seat still open in the view may have a name already, from its SeatTaken event.
+    if (view.players) this.players = view.players.map((p, seat) => p.name ?? this.players[seat] ?? null);
+    if (names) {
+      this.seen.clear();
+      this.scoreSeen.clear();
+    }
     for (const [id, held] of Object.entries(view.spaces)) {
       const found = this.cells.get(id);
       if (!found) continue;
@@ -338,8 +344,20 @@ export class Board {
     const placed = this.lastPlaced;
     this.lastPlaced = PLACEMENT_EVENTS.includes(e.type) ? envelope : null;
     switch (e.type) {
-      case "GameCreated":
-        return [`Game created for ${joinNames(e.players)} on the ${e.layout.name} layout`];
+      case "GameCreated": {
+        const named = e.players.filter((name) => name !== null && name !== undefined);
+        const open = e.players.length - named.length;
+        const seats = open ? [...named, open === 1 ? "1 open seat" : `${open} open seats`] : named;
+        return [`Game created for ${joinNames(seats)} on the ${e.layout.name} layout`];
+      }
+      case "SeatTaken":
+        return [who, ` takes seat ${e.seat + 1}`];
+      case "SeatClosed":
+        return [`Seat ${e.seat + 1} is closed: it takes no part in this game`];
+      case "SeatTokenReissued":
+        return [`The host gives seat ${e.seat + 1} (`, who, ") a new link: the old one no longer works"];
+      case "NextGame":
+        return [`The next game is ${e.game_id}`];
       case "ChairClaimed": {
         const rare = this.spaces.get(e.space)?.eras.length === 0;
         const verb = rare ? ` takes a ${space} chair with ` : ` claims the ${space} chair with `;
