@@ -114,7 +114,8 @@ def settings_sources() -> Iterator[tuple[str, dict[str, str]]]:
 @pytest.mark.parametrize("source", [name for name, _ in settings_sources()])
 def test_each_settings_source_converts_to_valid_settings(source: str) -> None:
     environ = dict(settings_sources())[source]
-    assert environ and all(key in config.ENV_NAMES for key in environ), environ
+    # FORWARDED_ALLOW_IPS: the proxies trusted to name the client, read by server.ops.runner.
+    assert environ and all(key in (*config.ENV_NAMES, "FORWARDED_ALLOW_IPS") for key in environ), environ
     settings = config.from_env(environ)  # raises on an unknown name or a value of the wrong type
     if "ORCHESTRA_PORT" in environ:
         assert settings.port == SERVER_PORT
