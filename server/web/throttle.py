@@ -1,29 +1,26 @@
 """How fast one client may create games: a token bucket per client address, on this node (the first gate:
 server.web.http also spends a token of the bucket every node shares, in the store).
 
-An IPv6 client is one /64 (a host usually holds a whole one). The buckets of the addresses seen least
-recently are forgotten past `max_addresses`, so that a flood of addresses cannot grow this without bound.
+An IPv6 client is its /56, as for connections (server.connections.address_key): one customer commonly
+holds a /56, so counting /64s would give it 256 limits' worth of games. The buckets of the addresses seen
+least recently are forgotten past `max_addresses`, so that a flood of addresses cannot grow this without
+bound.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import math
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 
+from server.connections import address_key
 from server.protocol.limits import TokenBucket
 
 
 def client_key(host: str) -> str:
-    """The key of a client address: the address itself, or its /64 for IPv6."""
-    if ":" not in host:
-        return host
-    try:
-        return str(ipaddress.IPv6Network((host, 64), strict=False))
-    except ValueError:
-        return host
+    """The key of a client address: the address itself, or its /56 for IPv6."""
+    return address_key((host,))
 
 
 class AddressThrottle:
