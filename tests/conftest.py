@@ -3,6 +3,8 @@
 Shared fixtures: `redis_url`, the session's Redis ($ORCHESTRA_TEST_REDIS_URL, else a redis-server of the
 session's own on a free loopback port, never the machine's shared 6379), `own_redis` (one of a test
 alone), and real `orchestra serve` processes on it: `start_server`, `start_module_server` and `server`.
+Every test ends with a clean-log check (`_clean_logs`): a warning or error logged by a server it ran, in
+process or as a child, fails it, unless it is marked `logs_warnings` (tests/support/logs.py).
 Helpers live in tests/support (`tests.support.redis`, `tests.support.servers`, ...). tests/ is a package,
 so that its modules have names of their own (tests.domain is not domain) and mypy checks them.
 """
@@ -16,10 +18,17 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import logs
 from tests.support.redis import RedisProcess
-from tests.support.servers import ServerProcess
+from tests.support.servers import STARTED, ServerProcess
 
 STRICT = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", f"{logs.MARKER}: the test provokes warnings or errors in a server's log on purpose"
+    )
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -37,6 +46,24 @@ def _collect_at_module_end() -> Iterator[None]:
     file (a ResourceWarning is an error), not whichever later test the collector happens to run in."""
     yield
     gc.collect()
+
+
+@pytest.fixture(autouse=True)
+def _clean_logs(request: pytest.FixtureRequest, caplog: pytest.LogCaptureFixture) -> Iterator[None]:
+    """Fail the test in which a server it ran logged a warning or an error: records of the servers run in
+        this process, and the lines a child server wrote to its log file during the test once it served (its
+    stop included)."""
+    read = {id(server): len(server.logs()) for server in STARTED}
+    yield
+    found = logs.warning_records([*caplog.get_records("setup"), *caplog.get_records("call")])
+    for server in list(STARTED):
+        text = server.logs()
+        found += logs.warning_lines(text[read.get(id(server), server.serving_from) :])
+        if server.process.poll() is not None:
+            STARTED.remove(server)  # stopped: nothing more to read
+    if found and request.node.get_closest_marker(logs.MARKER) is None:
+        shown = "\n".join(line[:500] for line in found[:20])
+        pytest.fail(f"logged at warning or above (mark the test {logs.MARKER} if it means to):\n{shown}")
 
 
 @pytest.fixture(scope="session")

@@ -77,6 +77,7 @@ async def test_backfill_indexes_the_games_the_index_lacks_as_they_are() -> None:
     assert await backfill(store) == 0  # nothing left to do
 
 
+@pytest.mark.logs_warnings
 async def test_backfill_skips_what_it_cannot_read_and_leaves_it_unindexed() -> None:
     store = MemoryEventStore()
     await store.create("bad", b"{not an envelope", {})

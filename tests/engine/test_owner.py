@@ -23,6 +23,7 @@ from server.ops.verify import verify
 from server.store import Append, Appended, StoreError, StoreUnavailable
 from server.store.memory import MemoryEventStore
 from tests.support.commands import commands
+from tests.support.waiting import until
 
 
 class Recorded(MemoryEventStore):
@@ -248,11 +249,8 @@ async def test_a_command_unsettled_at_the_deadline_is_answered_unavailable_and_a
     with pytest.raises(StoreUnavailable):
         await asyncio.wait_for(answered, 1)
     store.release.set()
-    for _ in range(50):
-        if game.version == 2:
-            break
-        await asyncio.sleep(0.01)
-    assert game.version == 2  # it landed (a retry with its id gets this outcome) ...
+    # It landed (a retry with its id gets this outcome) ...
+    await until(lambda: game.version == 2, 1, "the late append folded")
     assert log == ["answer StoreUnavailable"]  # ... but its sender, told "unavailable", is not told twice
     again = await asyncio.wait_for(submit(game, place(0, "late")), 1)
     assert again.version == 2
@@ -296,12 +294,14 @@ async def test_another_nodes_appends_reach_this_nodes_followers_once_and_in_orde
     for n in range(4):
         await asyncio.wait_for(there.handle(game.game_id, place(n % 2, f"t-{n}")), 1)
     await asyncio.wait_for(here.handle(game.game_id, place(0, "h-1")), 1)
-    for _ in range(100):
-        if game.version == 6 and sum(len(f["envelopes"]) for f in outbox.frames) == 5:
-            break
-        await asyncio.sleep(0.01)
-    versions = [e["version"] for f in outbox.frames for e in f["envelopes"]]
-    assert versions == [2, 3, 4, 5, 6]
+    # The sentinel, a later append of the other node: a repeat of an earlier envelope would come before it.
+    await asyncio.wait_for(there.handle(game.game_id, place(1, "t-last")), 1)
+
+    def versions() -> list[int]:
+        return [e["version"] for f in outbox.frames for e in f["envelopes"]]
+
+    await until(lambda: versions()[-1:] == [7], 2, "the sentinel's envelope")
+    assert versions() == [2, 3, 4, 5, 6, 7]
     await here.close()
     await there.close()
 

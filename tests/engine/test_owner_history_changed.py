@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 
 import msgspec
+import pytest
 
 from domain import Place, RepairToken
 from server.engine import envelope
@@ -18,6 +19,10 @@ from server.engine.signing import Keyring
 from server.ops.verify import Report, verify
 from server.protocol.session import HISTORY_CHANGED
 from server.store.memory import MemoryEventStore
+from tests.support.waiting import until
+
+# Each test loses a node's line on purpose: the node says so in its log, at warning.
+pytestmark = pytest.mark.logs_warnings
 
 
 class Forgetful(MemoryEventStore):
@@ -95,10 +100,7 @@ async def test_a_tail_record_that_does_not_chain_to_the_line_held_makes_the_game
     here, there, game, outbox = await lost_and_rewritten(store, follow=True)
     # Past the version here holds: its tail delivers it, chained to there's version 3, not here's.
     assert (await asyncio.wait_for(there.handle(game.game_id, place(0, "there-2")), 1)).version == 4
-    for _ in range(200):
-        if outbox.closed_with is not None and game.version == 4:
-            break
-        await asyncio.sleep(0.005)
+    await until(lambda: outbox.closed_with is not None and game.version == 4, 2, "the game read again")
     assert outbox.closed_with is not None and outbox.closed_with[0] == HISTORY_CHANGED
     # Nothing past the lost line was sent on top of it.
     sent = [e["version"] for f in outbox.frames for e in f["envelopes"]]  # type: ignore[attr-defined]

@@ -26,6 +26,7 @@ from server.engine.owner import Follower, LiveGame, Outcome
 from server.engine.signing import ENVELOPE, Keyring
 from server.ops.verify import verify
 from server.store.memory import MemoryEventStore
+from tests.support.waiting import until
 
 CLASSICAL = PerformanceToken(era="classical")
 STRINGS = RepairToken(family="strings")
@@ -183,11 +184,7 @@ async def test_another_node_loads_the_game_and_takes_back_its_last_placement_and
     outcome = await second.handle(game.game_id, TakeBack(seat=1, id="undo"))
     assert outcome.version == 15
 
-    async def followed() -> None:
-        while game.version < 15:
-            await asyncio.sleep(0.01)
-
-    await asyncio.wait_for(followed(), 5)
+    await until(lambda: game.version >= 15, 5, "the take-back followed")
     for frame in outbox.frames:
         held = apply_delta(held, frame["view_delta"])
     expected = {**view_json(await first.view_at(game.game_id, 13)), "version": 15}

@@ -108,6 +108,7 @@ async def stored_versions(store: MemoryEventStore, game: LiveGame) -> dict[str, 
 
 
 @pytest.mark.parametrize("raising", [0, 1, 2])
+@pytest.mark.logs_warnings
 async def test_a_reply_that_raises_changes_no_other_answer_and_the_round_still_folds_and_fans_out(
     raising: int, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -155,6 +156,7 @@ async def test_a_reply_that_raises_changes_no_other_answer_and_the_round_still_f
     await games.close()
 
 
+@pytest.mark.logs_warnings
 async def test_a_reply_whose_caller_is_gone_changes_no_other_answer() -> None:
     """The websocket route's case: the caller awaited a future, its task was cancelled mid-command, and
     its reply then finds that future done."""
@@ -201,6 +203,7 @@ async def test_a_cancelled_handle_changes_no_other_answer(caplog: pytest.LogCapt
     await games.close()
 
 
+@pytest.mark.logs_warnings
 async def test_a_follower_that_raises_is_closed_and_the_others_still_get_every_frame(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -222,6 +225,7 @@ async def test_a_follower_that_raises_is_closed_and_the_others_still_get_every_f
     await games.close()
 
 
+@pytest.mark.logs_warnings
 async def test_a_watcher_that_raises_stops_no_fan_out() -> None:
     games = Games(MemoryEventStore())
     game = await new_game(games)

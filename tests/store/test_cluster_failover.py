@@ -160,6 +160,7 @@ async def _handled(games: Games, game_id: str, command: Place) -> int:
     return (await _when_available(lambda: games.handle(game_id, command))).version
 
 
+@pytest.mark.logs_warnings
 async def test_a_failover_that_loses_an_acknowledged_append_leaves_one_unbroken_chain(
     replicated_cluster: list[RedisProcess],
 ) -> None:

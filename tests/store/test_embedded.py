@@ -99,6 +99,7 @@ async def test_acknowledged_events_survive_a_kill_9_of_redis(data_dir: Path) -> 
         await bounded(second.stop(), 15)
 
 
+@pytest.mark.logs_warnings
 async def test_the_supervisor_restarts_a_redis_that_died(embedded: EmbeddedRedis) -> None:
     store = await store_on(embedded.url)
     try:

@@ -11,6 +11,7 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import cast
+from urllib.parse import urlsplit
 
 import pytest
 import redis.asyncio
@@ -21,6 +22,7 @@ from server.store.redis import RedisEventStore
 from server.store.redis._adapter import LINE_READ, READ_CHUNK
 from server.store.redis._scripts import appended_channel
 from tests.support.redis import RedisProcess, bounded, free_port, new_id
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.integration
 
@@ -90,16 +92,14 @@ async def test_a_read_of_any_window_holds_exactly_its_versions(redis_store: Redi
     for start in range(1, total, 500):
         await bounded(redis_store.append(game_id, start, stored[start : start + 500], f"c{start}"))
     edges = {0, 1, LINE_READ - 1, LINE_READ, LINE_READ + 1, READ_CHUNK, READ_CHUNK + LINE_READ + 1, total}
-    windows = [
-        (after, until) for after in edges for until in [None, *edges] if until is None or until >= after
-    ]
+    windows = [(after, upto) for after in edges for upto in [None, *edges] if upto is None or upto >= after]
     windows += [
         (after, after + width) for after in (0, 7, total - LINE_READ) for width in (LINE_READ, LINE_READ + 1)
     ]
-    for after, until in windows:
-        end = total if until is None else min(until, total)
+    for after, upto in windows:
+        end = total if upto is None else min(upto, total)
         expected = [Record(version, stored[version - 1]) for version in range(after + 1, end + 1)]
-        assert await bounded(redis_store.read(game_id, after, until)) == expected, (after, until)
+        assert await bounded(redis_store.read(game_id, after, upto)) == expected, (after, upto)
 
 
 async def test_envelopes_are_stored_as_exact_bytes(redis_store: RedisEventStore) -> None:
@@ -193,7 +193,8 @@ async def test_a_tail_fails_with_store_unavailable_when_redis_goes_away(own_redi
         await bounded(store.create(game_id, b"1", {}))
         tail = store.tail(game_id, 1)
         waiting = asyncio.ensure_future(anext(tail))
-        await asyncio.sleep(0.1)
+        channel = appended_channel(game_id)
+        await until(lambda: subscribers(store, [channel]), what="the tail's subscription")
         own_redis.stop()
         with pytest.raises(StoreUnavailable):
             await bounded(waiting, 3)
@@ -209,10 +210,7 @@ async def test_closing_a_tail_ends_its_subscription(own_redis: RedisProcess) -> 
         assert [r.data for r in await bounded(anext(tail))] == [b"1"]  # subscribed before its first read
         assert await subscribers(store, [channel]) == {channel: 1}
         await bounded(tail.aclose())
-        deadline = time.monotonic() + 3
-        while await subscribers(store, [channel]) and time.monotonic() < deadline:
-            await asyncio.sleep(0.02)
-        assert await subscribers(store, [channel]) == {}
+        await until(lambda: unsubscribed(store, [channel]), 3, "the channel unsubscribed")
 
 
 async def test_tails_share_one_subscriber_connection_and_cancelling_them_unsubscribes(
@@ -228,10 +226,8 @@ async def test_tails_share_one_subscriber_connection_and_cancelling_them_unsubsc
 
         tasks = [asyncio.create_task(follow(game_id)) for game_id in games]
         tasks += [asyncio.create_task(follow(games[0]))]  # a second tail of one game: one subscription
-        deadline = time.monotonic() + 3
-        while len(await subscribers(store, channels)) < 20 and time.monotonic() < deadline:
-            await asyncio.sleep(0.02)
-        assert await subscribers(store, channels) == {channel: 1 for channel in channels}
+        expected = {channel: 1 for channel in channels}
+        await until(lambda: subscribed(store, expected), 3, "a subscription per game")
         assert await blocked_clients(store) == 0  # no blocked read per game
         assert await subscriber_connections(store) == 1
         started = time.monotonic()
@@ -239,10 +235,7 @@ async def test_tails_share_one_subscriber_connection_and_cancelling_them_unsubsc
             task.cancel()
         await bounded(asyncio.gather(*tasks, return_exceptions=True), 1)
         assert time.monotonic() - started < 1
-        deadline = time.monotonic() + 3
-        while await subscribers(store, channels) and time.monotonic() < deadline:
-            await asyncio.sleep(0.02)
-        assert await subscribers(store, channels) == {}
+        await until(lambda: unsubscribed(store, channels), 3, "every channel unsubscribed")
 
 
 async def test_a_notice_of_a_version_the_caller_holds_costs_no_read(own_redis: RedisProcess) -> None:
@@ -264,21 +257,23 @@ async def test_a_notice_of_a_version_the_caller_holds_costs_no_read(own_redis: R
 
         task = asyncio.create_task(follow())
         try:
-            await asyncio.sleep(0.2)
+            # Someone else's append, read: the tail has subscribed, read what came before and waits.
+            await bounded(store.append(game_id, 1, [b"2"], "other-2"))
+            assert await bounded(batches.get(), 3) == [Record(2, b"2")]
+            held = 2
             reads = await xranges(store)
-            for version in range(2, 12):  # the caller's own appends: it holds each once they land
+            for version in range(3, 12):  # the caller's own appends: it holds each once they land
                 async with writing:
                     await bounded(
                         store.append(game_id, version - 1, [str(version).encode()], f"own-{version}")
                     )
                     held = version
-            await asyncio.sleep(0.3)
-            assert batches.empty()
-            assert await xranges(store) == reads
-            # Someone else's append: read once, from the version the caller holds.
+            # Someone else's append, the sentinel: read once, from the version the caller holds. Notices
+            # come in order, so a batch or a read for the caller's own would have come before it.
             await bounded(store.append(game_id, 11, [b"12"], "other"))
             assert await bounded(batches.get(), 3) == [Record(12, b"12")]
             assert await xranges(store) == reads + 1
+            assert batches.empty()
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
@@ -290,26 +285,34 @@ async def test_a_notice_of_a_version_the_caller_already_holds_wakes_nothing(own_
         await bounded(store.create(game_id, b"1", {}))
         held = 1
         asked = 0  # how often the tail woke and asked for the caller's settled version
+        noticed = 0  # how many notices reached the tail (each asks for the current version)
 
         async def known() -> int:
             nonlocal asked
             asked += 1
             return held
 
+        def current() -> int:
+            nonlocal noticed
+            noticed += 1
+            return held
+
         batches: asyncio.Queue[list[Record]] = asyncio.Queue()
 
         async def follow() -> None:
-            async for batch in store.tail(game_id, 1, known=known, current=lambda: held):
+            async for batch in store.tail(game_id, 1, known=known, current=current):
                 batches.put_nowait(batch)
 
         task = asyncio.create_task(follow())
         try:
-            await asyncio.sleep(0.2)
-            woken = asked
-            for version in range(2, 12):  # the caller's own appends, folded in before their notices come
+            # Someone else's append, read: the tail has subscribed, read what came before and waits.
+            await bounded(store.append(game_id, 1, [b"2"], "other-2"))
+            assert await bounded(batches.get(), 3) == [Record(2, b"2")]
+            held, woken, before = 2, asked, noticed
+            for version in range(3, 12):  # the caller's own appends, folded in before their notices come
                 held = version
                 await bounded(store.append(game_id, version - 1, [str(version).encode()], f"own-{version}"))
-                await asyncio.sleep(0.02)
+            await until(lambda: noticed == before + 9, 3, "the notices of the caller's appends")
             assert asked == woken
             assert batches.empty()
             # Someone else's append: it wakes the tail, which reads it.
@@ -336,14 +339,16 @@ async def test_notices_stay_within_their_database(own_redis: RedisProcess) -> No
 
         task = asyncio.create_task(follow())
         try:
-            await asyncio.sleep(0.2)
+            # An append of database 1, read: the tail has subscribed, read what came before and waits.
+            await bounded(one.append(game_id, 1, [b"1:2"], "o2"))
+            assert await bounded(batches.get(), 3) == [Record(2, b"1:2")]
             reads = await xranges(one)
             for version in range(2, 7):
                 await bounded(zero.append(game_id, version - 1, [f"0:{version}".encode()], f"z{version}"))
-            await asyncio.sleep(0.3)
-            assert batches.empty() and await xranges(one) == reads  # database 0's appends: no wake-up
-            await bounded(one.append(game_id, 1, [b"1:2"], "o2"))
-            assert await bounded(batches.get(), 3) == [Record(2, b"1:2")]
+            # The sentinel, database 1's next append: a wake-up by database 0's would have read before it.
+            await bounded(one.append(game_id, 2, [b"1:3"], "o3"))
+            assert await bounded(batches.get(), 3) == [Record(3, b"1:3")]
+            assert batches.empty() and await xranges(one) == reads + 1
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
@@ -358,7 +363,6 @@ async def test_a_frozen_redis_fails_an_established_tail_within_heartbeat_and_tim
         tail = store.tail(game_id, 0)
         assert await bounded(anext(tail)) == [Record(1, b"1")]
         waiting = asyncio.ensure_future(anext(tail))
-        await asyncio.sleep(0.1)
         assert own_redis.process is not None
         os.kill(own_redis.process.pid, signal.SIGSTOP)
         try:
@@ -398,19 +402,15 @@ async def test_a_tail_cancelled_while_it_reads_leaves_its_connection_open(own_re
         tail = store.tail(game_id, 0, known=known)
         reading = asyncio.ensure_future(anext(tail))
         try:
-            for _ in range(200):
-                await asyncio.sleep(0.01)
-                if os.waitpid(pid, os.WUNTRACED | os.WNOHANG)[0]:
-                    break
-            else:
-                pytest.fail("the tail never asked what is known")
-            await asyncio.sleep(0.05)  # the read is sent
+            stopped = await until(lambda: os.waitpid(pid, os.WUNTRACED | os.WNOHANG)[0], 2, "a stopped Redis")
+            assert stopped == pid  # stopped by the tail's call of known, about to send its read
+            await until(lambda: unread_by(own_redis.port), 2, "the read sent to the stopped Redis")
             reading.cancel()
             await asyncio.gather(reading, return_exceptions=True)
         finally:
             os.kill(pid, signal.SIGCONT)
         await bounded(tail.aclose())
-        await asyncio.sleep(0.3)  # the read's reply arrives
+        await until(lambda: not read_in_flight(), 2, "the cut-short read finished")
         assert await bounded(store.read(game_id)) == [Record(1, b"1")]
         after = await bounded(store.client.info("stats"))
         assert after["total_connections_received"] == before["total_connections_received"]
@@ -420,6 +420,33 @@ async def subscribers(store: RedisEventStore, channels: list[str]) -> dict[str, 
     counts = await bounded(store.client.pubsub_numsub(*channels))
     # The store's clients leave replies as bytes.
     return {cast(bytes, name).decode(): count for name, count in counts if count}
+
+
+async def subscribed(store: RedisEventStore, expected: dict[str, int]) -> bool:
+    return await subscribers(store, list(expected)) == expected
+
+
+async def unsubscribed(store: RedisEventStore, channels: list[str]) -> bool:
+    return await subscribers(store, channels) == {}
+
+
+def unread_by(port: int) -> bool:
+    """Whether bytes wait unread in a socket of the server on loopback `port` (/proc/net/tcp's rx_queue):
+    a command sent to a stopped Redis."""
+    for row in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = row.split()
+        local_port = int(fields[1].split(":")[1], 16)
+        if local_port == port and int(fields[4].split(":")[1], 16) > 0:
+            return True
+    return False
+
+
+def read_in_flight() -> bool:
+    """Whether a store read left running by a cancelled tail is still under way (a task of its own)."""
+    return any(
+        getattr(task.get_coro(), "__qualname__", "") == "RedisEventStore.read" and not task.done()
+        for task in asyncio.all_tasks()
+    )
 
 
 async def subscriber_connections(store: RedisEventStore) -> int:
@@ -438,7 +465,7 @@ async def blocked_clients(store: RedisEventStore) -> int:
 
 
 async def test_an_append_notice_is_read_without_being_formatted_for_a_debug_line(
-    redis_store: RedisEventStore, caplog: pytest.LogCaptureFixture
+    redis_store: RedisEventStore, redis_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     # redis-py's default push handler logs str(message) at debug for every notice it reads; ours reads
     # them as they are. With that logger at debug, a notice read by the default handler would show.
@@ -447,7 +474,8 @@ async def test_an_append_notice_is_read_without_being_formatted_for_a_debug_line
     tail = redis_store.tail(game_id, 1)
     try:
         waiting = asyncio.ensure_future(anext(tail))
-        await asyncio.sleep(0.1)  # subscribed
+        channel = appended_channel(game_id, int(urlsplit(redis_url).path.strip("/") or 0))
+        await until(lambda: subscribers(redis_store, [channel]), what="the tail's subscription")
         with caplog.at_level("DEBUG", logger="push_response"):
             await bounded(redis_store.append(game_id, 1, [b"2"], "cmd-1"))
             batch = await bounded(waiting)

@@ -10,6 +10,9 @@ from bench.child import ChildServer
 
 ROOT = Path(__file__).resolve().parents[2]
 
+# Every server started in this process whose log the clean-log check (tests/conftest.py) still reads.
+STARTED: list[ServerProcess] = []
+
 
 class ServerProcess(ChildServer):
     """`orchestra serve` with the given settings (as ORCHESTRA_* variables) on a Redis, or embedded."""
@@ -30,3 +33,7 @@ class ServerProcess(ChildServer):
         entry = "tests.support.crash_after_append" if crash_after_append else "server.ops.cli"
         command = [sys.executable, "-m", entry, "serve", "--port", str(port)]
         super().__init__(command, env, directory / "server.log", cwd=ROOT)
+        # Where its log stood once it served: the clean-log check reads from here on. What it says as it
+        # starts (a key made for this node alone, a limit fitted to the machine) is the start-up tests'.
+        self.serving_from = len(self.logs())
+        STARTED.append(self)
