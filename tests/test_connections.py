@@ -81,6 +81,7 @@ def test_connections_are_counted_by_address_and_released() -> None:
     assert unlimited.by_address == {}
 
 
+@pytest.mark.logs_warnings  # refusals are logged at warning
 async def test_refusals_are_logged_at_once_then_summed_up_at_most_once_per_window(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

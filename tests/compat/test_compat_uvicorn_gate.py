@@ -333,6 +333,7 @@ async def test_requests_that_stall_are_closed_at_the_deadline_and_counted() -> N
     assert counts.refused["head_timeout"] == 3 and counts.refused["body_timeout"] == 2
 
 
+@pytest.mark.logs_warnings  # refusals are logged at warning
 async def test_connections_over_the_limits_are_closed_at_once_and_their_slots_come_back() -> None:
     counts = limits(max_connections=3, max_per_address=2)
     async with serving(counts) as (_, port):
