@@ -108,7 +108,14 @@ async def _phase(
 
 
 async def _main(args: argparse.Namespace) -> dict[str, Any]:
-    env = {"ORCHESTRA_WALL_LIVE_GAMES": str(args.busy + args.idle + 10)}
+    # Every game comes from this one address and the idle ones get no placement: the wall must show them
+    # all, whole in its first frame, for its cost per change to be measured with them.
+    room = args.busy + args.idle + 10
+    env = {
+        "ORCHESTRA_WALL_LIVE_GAMES": str(room),
+        "ORCHESTRA_WALL_CREATOR_SHARE": "1",
+        "ORCHESTRA_WALL_PAGE_GAMES": str(room),
+    }
     with RedisServer() as redis_server, ServerProcess("ours", redis_server.url, env=env) as server:
         meter = CpuMeter(server.pid)
         tables = await _tables(server.url, args.busy)

@@ -1,8 +1,10 @@
-"""The wall feed (`/wall/ws`): every public game on the server's wall, kept current from its changes.
+"""The wall feed (`/wall/ws`): the public games on the server's wall, a page at a time, kept current from
+its changes.
 
     async with await WallClient.connect("http://127.0.0.1:8000") as wall:
-        print(list(wall.games))                 # the games on the wall, in its order
-        frame = await wall.next_frame()         # each `wall_changes` frame (already applied), in order
+        print(list(wall.games), wall.total)     # the first page (the most active), and how many in all
+        await wall.more()                       # another page: its `wall_page` frame adds to `games`
+        frame = await wall.next_frame()         # each frame after the first (already applied), in order
 
 After a drop, 1012 or 1013 the client connects again by itself (the same waits as `GameClient`'s) and the
 new `wall` frame replaces `games` whole; 1008 ends it.
@@ -29,7 +31,7 @@ def apply_wall_changes(games: dict[str, Json], frame: Json) -> dict[str, Json]:
     """The games held after a `wall_changes` frame (a new dict, in the wall's order; `games` is left as
     it was): `retired` removed, `added` put first in the frame's order, each of `changed` updated (its
     fields replaced, of `chairs` only the spaces it names), and a game that ends moved to the head of the
-    ended games. A change naming a game not held is ignored."""
+    ended games. A change naming a game not held is ignored (the server sends changes of held games only)."""
     retired = set(frame.get("retired", ()))
     held: dict[str, Json] = {game["game_id"]: game for game in frame.get("added", ())}
     for game_id, game in games.items():
@@ -56,8 +58,8 @@ def apply_wall_changes(games: dict[str, Json], frame: Json) -> dict[str, Json]:
 class WallClient(FrameStream):
     """One subscriber of the wall feed. Create it with `await WallClient.connect(...)`.
 
-    `next_frame` and `frames` hand out each frame after the first `wall` (a `wall_changes`, or a `wall`
-    after a reconnect), already applied to `games`.
+    `next_frame` and `frames` hand out each frame after the first `wall` (a `wall_changes`, a `wall_page`,
+    or a `wall` after a reconnect), already applied to `games`. `total` is how many games the wall shows.
     """
 
     refused = frozenset({1008})  # the feed is refused for good only by a policy close
@@ -67,6 +69,7 @@ class WallClient(FrameStream):
         self.reconnect = reconnect
         self.games: dict[str, Json] = {}
         self.ended_kept = 0
+        self.total = 0
         self.received: list[Json] = []  # every frame received, in order (for tests and tools)
         self.reconnects = 0
         self.closed_with: tuple[int | None, str] | None = None
@@ -99,6 +102,11 @@ class WallClient(FrameStream):
                 await self._changed.wait()
 
         await asyncio.wait_for(reached(), timeout)
+
+    async def more(self) -> None:
+        """Ask for another page of the wall: its `wall_page` frame adds its games after those held (none
+        when every game is held already)."""
+        await self.send_raw('{"type": "wall_more"}')
 
     async def send_raw(self, data: str | bytes) -> None:
         """Send any frame (the feed takes none: for tests)."""
@@ -139,6 +147,7 @@ class WallClient(FrameStream):
     def _take_wall(self, frame: Json) -> None:
         self.games = {game["game_id"]: game for game in frame["games"]}
         self.ended_kept = int(frame["ended_kept"])
+        self.total = int(frame.get("total", len(self.games)))
         self._changed.set()
 
     async def _reopen(self) -> None:
@@ -154,6 +163,12 @@ class WallClient(FrameStream):
             self._take_wall(frame)
         elif kind == "wall_changes":
             self.games = apply_wall_changes(self.games, frame)
+            self.total = int(frame.get("total", self.total))
+            self._changed.set()
+        elif kind == "wall_page":
+            for game in frame["games"]:
+                self.games.setdefault(game["game_id"], game)
+            self.total = int(frame["total"])
             self._changed.set()
         else:
             return  # a frame this client does not know: ignored, as the protocol asks

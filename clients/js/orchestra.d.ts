@@ -92,7 +92,10 @@ export interface Score {
 }
 export interface PlayerView {
   seat: number;
-  name: string;
+  /** null while the seat is open (its player has not named themselves). */
+  name: string | null;
+  /** Present (true) only for a seat the host closed: it takes no part. */
+  closed?: boolean;
 }
 export interface View {
   game_id: string;
@@ -132,6 +135,8 @@ export interface ViewDelta {
   spaces: { [space: string]: SpaceView };
   added: { [space: string]: SpaceAdded };
   score_changes: ScoreChange[];
+  /** The players, whole, when a seat was taken or closed. */
+  players?: PlayerView[];
 }
 
 // Events and envelopes ----------------------------------------------------------------------------------
@@ -144,12 +149,41 @@ export interface Rank {
 export interface GameCreated {
   type: "GameCreated";
   game_id: string;
-  players: string[];
+  /** null: an open seat. */
+  players: (string | null)[];
   layout: Layout;
   // Always sent by this server; absent from envelopes stored before they existed.
   spectators?: Spectators;
   max_placements?: number;
   rules_version?: number;
+  /** An open table. */
+  open?: boolean;
+  /** Seats closed from the start (a next game's). */
+  closed?: number[];
+  /** The ended game this one is the next game of. */
+  follows?: string | null;
+}
+/** An open seat's player named themselves. */
+export interface SeatTaken {
+  type: "SeatTaken";
+  seat: number;
+  name: string;
+}
+/** The host closed an open seat before the first placement: it takes no part. */
+export interface SeatClosed {
+  type: "SeatClosed";
+  seat: number;
+}
+/** The host gave the seat a new token: `credential` is its SHA-256 (hex), never the token. */
+export interface SeatTokenReissued {
+  type: "SeatTokenReissued";
+  seat: number;
+  credential: string;
+}
+/** The ended game's next game. */
+export interface NextGame {
+  type: "NextGame";
+  game_id: string;
 }
 export interface ChairClaimed {
   type: "ChairClaimed";
@@ -190,7 +224,17 @@ export interface PlacementTakenBack {
   seat: number;
   version: number;
 }
-export type GameEvent = GameCreated | ChairClaimed | ChairStolen | PlacedBelowLine | GameEnded | PlacementTakenBack;
+export type GameEvent =
+  | GameCreated
+  | ChairClaimed
+  | ChairStolen
+  | PlacedBelowLine
+  | GameEnded
+  | PlacementTakenBack
+  | SeatTaken
+  | SeatClosed
+  | SeatTokenReissued
+  | NextGame;
 
 export interface Envelope {
   game_id: string;
@@ -328,7 +372,22 @@ export interface PresenceFrame {
   seats: SeatPresence[];
   spectators: number;
 }
-export type ServerFrame = Welcome | Accepted | RejectedFrame | EventsFrame | DeltaFrame | HistoryFrame | PresenceFrame;
+/** The ended game's next game has started: `token`, the one this connection came with, does the same
+ * there (none for a public spectator). */
+export interface NextGameFrame {
+  type: "next_game";
+  game_id: string;
+  token?: string;
+}
+export type ServerFrame =
+  | Welcome
+  | Accepted
+  | RejectedFrame
+  | EventsFrame
+  | DeltaFrame
+  | HistoryFrame
+  | PresenceFrame
+  | NextGameFrame;
 
 // The wall feed (GET /wall/ws) ---------------------------------------------------------------------------
 
@@ -357,29 +416,43 @@ export interface WallChange {
   prestige?: number[];
   presence?: Presence;
 }
-/** The feed's first frame: every game on the wall (live newest first, then ended, most recently ended
- * first). */
+/** The feed's first frame: its first page, the most active games on the wall (live ones first, then
+ * ended, most recently ended first). */
 export interface WallFrame {
   type: "wall";
   games: WallGame[];
   /** How many ended games the wall keeps. */
   ended_kept: number;
+  /** How many games the wall shows in all. */
+  total: number;
 }
-/** What changed since the frame before; no game is in two lists. */
+/** What changed since the frame before, of the games held; no game is in two lists. */
 export interface WallChangesFrame {
   type: "wall_changes";
   retired: string[];
-  /** Newest first: they go before the games held. */
+  /** Games added to those held: they go before them. */
   added: WallGame[];
   changed: WallChange[];
+  total: number;
 }
-export type WallFeedFrame = WallFrame | WallChangesFrame;
+/** The answer to `wall_more`: the next games not held (none when every one is); they go after those held. */
+export interface WallPageFrame {
+  type: "wall_page";
+  games: WallGame[];
+  total: number;
+}
+/** The one frame a client sends the feed: another page. */
+export interface WallMore {
+  type: "wall_more";
+}
+export type WallFeedFrame = WallFrame | WallChangesFrame | WallPageFrame | WallMore;
 
 // HTTP answers ------------------------------------------------------------------------------------------
 
 export interface SeatToken {
   seat: number;
-  name: string;
+  /** null: an open seat. */
+  name: string | null;
   /** Secret; shown in this answer only. */
   token: string;
 }
@@ -387,8 +460,17 @@ export interface CreatedGame {
   game_id: string;
   version: number;
   seats: SeatToken[];
+  /** The host's token: reissues seat tokens, closes open seats, starts the next game; watches. */
+  host_token: string;
   /** A private game's spectator token. */
   watch_token?: string;
+}
+/** An open table with a seat left (GET /games/open). */
+export interface OpenTable {
+  game_id: string;
+  players: (string | null)[];
+  open_seats: number[];
+  version: number;
 }
 export interface GameSummary {
   game_id: string;
@@ -397,8 +479,9 @@ export interface GameSummary {
   ended: boolean;
   presence: Presence;
 }
-/** GET /games/{id} without `at`: the view now, and beside its fields the presence now. */
-export type Game = View & { presence: Presence };
+/** GET /games/{id} without `at`: the view now, and beside its fields the presence now (and an ended
+ * game's next game, once it has one). */
+export type Game = View & { presence: Presence; next_game?: string };
 export interface LegalSpaces {
   /** The spaces where the token may go, in layout order. */
   spaces: string[];
@@ -456,8 +539,39 @@ export type Fetch = (url: string, init: { method: string; headers: Record<string
 
 export function createGame(
   baseUrl: string,
-  options: { players: string[]; layout?: string; private?: boolean; apiKey?: string; fetch?: Fetch },
+  options: {
+    /** null: an open seat. */
+    players: (string | null)[];
+    layout?: string;
+    private?: boolean;
+    /** An open table: anyone may join (public games only). */
+    open?: boolean;
+    apiKey?: string;
+    fetch?: Fetch;
+  },
 ): Promise<CreatedGame>;
+export function openTables(baseUrl: string, options?: { fetch?: Fetch }): Promise<OpenTable[]>;
+export function joinGame(
+  baseUrl: string,
+  gameId: string,
+  name: string,
+  options?: { fetch?: Fetch },
+): Promise<{ seat: number; token: string }>;
+export function reissueToken(
+  baseUrl: string,
+  gameId: string,
+  seat: number,
+  hostToken: string,
+  options?: { fetch?: Fetch },
+): Promise<string>;
+export function closeSeat(
+  baseUrl: string,
+  gameId: string,
+  seat: number,
+  hostToken: string,
+  options?: { fetch?: Fetch },
+): Promise<{ seat: number; version: number }>;
+export function nextGame(baseUrl: string, gameId: string, hostToken: string, options?: { fetch?: Fetch }): Promise<string>;
 export function listGames(baseUrl: string, options?: { limit?: number; fetch?: Fetch }): Promise<GameSummary[]>;
 export function getView(
   baseUrl: string,
@@ -524,6 +638,8 @@ export interface ConnectionEvents {
   welcome: (frame: Welcome) => void;
   /** `connection.presence` changed: a presence frame (one follows each welcome). */
   presence: (presence: Presence) => void;
+  /** The ended game's next game started (or was, before this connection joined). */
+  next_game: (next: { game_id: string; token?: string }) => void;
   /** A rejection that answers no pending command (`id: null`). */
   rejected: (frame: RejectedFrame) => void;
   /** The socket closed or was given up; resuming. */
@@ -547,6 +663,8 @@ export class Connection {
   readonly welcome: Welcome;
   /** Who is at the table, from the last presence frame; null before the first. */
   readonly presence: Presence | null;
+  /** The ended game's next game, once a next_game frame named it; null before. */
+  readonly nextGame: { game_id: string; token?: string } | null;
   readonly reconnects: number;
   /** The last envelope delivered; null before the first. */
   readonly lastEnvelope: Envelope | null;
@@ -565,9 +683,18 @@ export class Connection {
   /** Take back this seat's placement while it is the game's last event; otherwise rejects with
    * `cannot_take_back` (`game_over` after the end). */
   takeBack(fields?: TakeBackFields, options?: { timeout?: number }): Promise<Accepted>;
+  /** Name this connection's open seat; rejects with `seat_taken` when it has a name. */
+  takeSeat(name: string, fields?: { id?: string }, options?: { timeout?: number }): Promise<Accepted>;
+  /** Start the ended game's next game or get it (`game_not_over` before the end). */
+  playAgain(fields?: { id?: string }, options?: { timeout?: number }): Promise<Accepted>;
   /** Any command frame (place(), takeBack() and endGame() say it shorter). */
   send(
-    command: (PlaceFields & { type: "place" }) | (EndGameFields & { type: "end_game" }) | (TakeBackFields & { type: "take_back" }),
+    command:
+      | (PlaceFields & { type: "place" })
+      | (EndGameFields & { type: "end_game" })
+      | (TakeBackFields & { type: "take_back" })
+      | { type: "take_seat"; name: string; id?: string }
+      | { type: "play_again"; id?: string },
     options?: { timeout?: number },
   ): Promise<Accepted>;
   close(): Promise<CloseInfo>;
@@ -595,6 +722,8 @@ export interface WallEvents {
   wall: (games: Map<string, WallGame>) => void;
   /** A `wall_changes` frame, applied to `games`. */
   changes: (changes: { added: WallGame[]; changed: WallChange[]; retired: string[] }, frame: WallChangesFrame) => void;
+  /** A `wall_page` frame (the answer to more()): its games added after those held. */
+  page: (games: WallGame[], frame: WallPageFrame) => void;
   reconnecting: (info: { code: number | null; reason: string }) => void;
   /** The connection ended for good: close(), 1008, or given up. */
   close: (info: { code: number | null; reason: string }) => void;
@@ -604,12 +733,16 @@ export class WallConnection {
   /** Made by connectWall(). */
   private constructor(baseUrl: string, options?: WallOptions);
   readonly url: string;
-  /** The games on the wall, by id, in the wall's order: live games newest first, then the ended ones, most
-   * recently ended first. */
+  /** The games held, by id: the first page (the most active), those added since and the pages asked
+   * for; live games first, then the ended ones, most recently ended first. */
   readonly games: Map<string, WallGame>;
   readonly endedKept: number;
+  /** How many games the wall shows in all (`games` holds a page of them, more() asks for another). */
+  readonly total: number;
   readonly reconnects: number;
   readonly closed: Promise<{ code: number | null; reason: string }>;
+  /** Ask for another page; false when the connection is not open. */
+  more(): boolean;
   on<K extends keyof WallEvents>(name: K, listener: WallEvents[K]): () => void;
   off<K extends keyof WallEvents>(name: K, listener: WallEvents[K]): void;
   close(): Promise<{ code: number | null; reason: string }>;

@@ -15,8 +15,9 @@ export const ERAS = Object.freeze(["baroque", "classical", "romantic"]);
 export const FAMILIES = Object.freeze(["strings", "winds", "percussion_keyboards"]);
 export const MATERIALS = Object.freeze(["wood", "metal", "animal"]);
 
-/** Close codes after which resuming cannot help: refused (1008), the game's history unreadable (1011). */
-export const FINAL_CLOSE_CODES = Object.freeze([1008, 1011]);
+/** Close codes after which resuming cannot help: refused (1008), the game's history unreadable (1011),
+ * the seat's token reissued by the host (4003), the seat closed by the host (4004). */
+export const FINAL_CLOSE_CODES = Object.freeze([1008, 1011, 4003, 4004]);
 /** The server's store no longer holds what the connection was sent (it lost acknowledged writes, and
  * others were written at their versions): the resume takes the whole history again, from version 0. */
 export const HISTORY_CHANGED = 4001;
@@ -126,13 +127,49 @@ async function request(baseUrl, path, { query, method = "GET", body, bearer, fet
   throw new OrchestraError(code, message, { status: response.status, body: answer });
 }
 
-/** POST /games: the created game, with each seat's secret token (shown this once) and, for a private
- * game, its `watch_token`. */
-export async function createGame(baseUrl, { players, layout, private: isPrivate = false, apiKey, fetch } = {}) {
+/** POST /games: the created game, with each seat's secret token (shown this once), the `host_token` and,
+ * for a private game, its `watch_token`. A `null` in `players` is an open seat; `open: true` lists the
+ * game as an open table anyone may join. */
+export async function createGame(
+  baseUrl,
+  { players, layout, private: isPrivate = false, open = false, apiKey, fetch } = {},
+) {
   const body = { players };
   if (layout !== undefined) body.layout = layout;
   if (isPrivate) body.spectators = "token";
+  if (open) body.open = true;
   return (await request(baseUrl, "games", { method: "POST", body, bearer: apiKey, fetch })).json();
+}
+
+/** GET /games/open: the open tables that still have an open seat, newest first. */
+export async function openTables(baseUrl, { fetch } = {}) {
+  return (await request(baseUrl, "games/open", { fetch })).json();
+}
+
+/** POST /games/{id}/join: the lowest open seat of an open table for `name`: `{seat, token}`. */
+export async function joinGame(baseUrl, gameId, name, { fetch } = {}) {
+  const path = `${gamePath(gameId)}/join`;
+  return (await request(baseUrl, path, { method: "POST", body: { name }, fetch })).json();
+}
+
+/** The host gives `seat` a new token (POST /games/{id}/seats/{seat}/token): resolves to the token; the
+ * old one plays no more. */
+export async function reissueToken(baseUrl, gameId, seat, hostToken, { fetch } = {}) {
+  const path = `${gamePath(gameId)}/seats/${Number(seat)}/token`;
+  return (await (await request(baseUrl, path, { method: "POST", bearer: hostToken, fetch })).json()).token;
+}
+
+/** The host closes an open seat before the first placement: `{seat, version}`. */
+export async function closeSeat(baseUrl, gameId, seat, hostToken, { fetch } = {}) {
+  const path = `${gamePath(gameId)}/seats/${Number(seat)}/close`;
+  return (await request(baseUrl, path, { method: "POST", bearer: hostToken, fetch })).json();
+}
+
+/** The host starts the ended game's next game, or gets the one started already: resolves to its id. Every
+ * token of the ended game (the host's too) does the same in the next one. */
+export async function nextGame(baseUrl, gameId, hostToken, { fetch } = {}) {
+  const path = `${gamePath(gameId)}/next`;
+  return (await (await request(baseUrl, path, { method: "POST", bearer: hostToken, fetch })).json()).game_id;
 }
 
 /** GET /games: the public games, newest first. */
@@ -378,6 +415,9 @@ export class Connection extends Resuming {
     /** Who is at the table, on every node: `{seats: [{seat, online}], spectators}` from the last
      * presence frame (one follows each welcome, then one on each change); null before the first. */
     this.presence = null;
+    /** The ended game's next game once a next_game frame named it: `{game_id, token?}` (`token`: the one
+     * this connection came with, which does the same there; none for a public spectator). */
+    this.nextGame = null;
     /** How many times the connection resumed. */
     this.reconnects = 0;
     /** The last envelope delivered (to "events" listeners); null before the first. */
@@ -404,7 +444,8 @@ export class Connection extends Resuming {
   }
 
   /* on(name, fn) calls `fn` on each "events" (envelopes, frame), "view" (view), "welcome" (frame, on each resume),
-   * "presence" (presence: who is at the table, after each presence frame), "rejected" (a rejection that
+   * "presence" (presence: who is at the table, after each presence frame), "next_game" ({game_id, token?}:
+   * the ended game's next game), "rejected" (a rejection that
    * answers no pending command), "reconnecting" ({code, reason}) or "close" ({code, reason, frame}: the
    * connection ended for good). It returns a function that removes it (see Listeners). */
 
@@ -463,6 +504,17 @@ export class Connection extends Resuming {
   /** End the game (seat 0 only): `{expected_version?, id?}`. */
   endGame(fields = {}, options) {
     return this.send({ ...fields, type: "end_game" }, options);
+  }
+
+  /** Name this connection's open seat: rejects with `seat_taken` when it has a name already. */
+  takeSeat(name, fields = {}, options) {
+    return this.send({ ...fields, name, type: "take_seat" }, options);
+  }
+
+  /** Start the ended game's next game, or get the one started already (`game_not_over` before the end);
+   * the next_game frame that follows sets `nextGame` and emits "next_game". */
+  playAgain(fields = {}, options) {
+    return this.send({ ...fields, type: "play_again" }, options);
   }
 
   /** Close for good; resolves once the socket has closed. */
@@ -614,6 +666,10 @@ export class Connection extends Resuming {
     } else if (frame.type === "presence") {
       this.presence = { seats: frame.seats, spectators: frame.spectators };
       this._emit("presence", this.presence);
+    } else if (frame.type === "next_game") {
+      const { type: _type, ...next } = frame;
+      this.nextGame = next;
+      this._emit("next_game", next);
     }
     // Any other type is one this client does not know: ignored, as the protocol asks.
   }
@@ -703,7 +759,7 @@ export class Connection extends Resuming {
 /** The games held after a `wall_changes` frame (a new Map; `games` is left as it was), in the wall's
  * order: `retired` removed, `added` put first (in the frame's order), each of `changed` updated (its
  * fields replaced, of `chairs` only the spaces it names), and a game that ends moved to the head of the
- * ended games. A change naming a game not held is ignored. */
+ * ended games. A change naming a game not held is ignored (the server sends changes of held games only). */
 export function applyWallChanges(games, frame) {
   const retired = new Set(frame.retired ?? []);
   const held = new Map();
@@ -766,6 +822,8 @@ export class WallConnection extends Resuming {
     this.games = new Map();
     /** How many ended games the wall keeps (from its `wall` frame). */
     this.endedKept = 0;
+    /** How many games the wall shows in all: `games` holds a page of them, more() asks for another. */
+    this.total = 0;
     /** How many times the connection connected again. */
     this.reconnects = 0;
     this.closed = new Promise((resolve) => {
@@ -783,8 +841,17 @@ export class WallConnection extends Resuming {
   }
 
   /* on(name, fn) calls `fn` on each "wall" (games: after each `wall` frame, the first one's included only for
-   * listeners added later), "changes" ({added, changed, retired}, frame), "reconnecting" ({code,
-   * reason}) or "close" ({code, reason}). It returns a function that removes it (see Listeners). */
+   * listeners added later), "changes" ({added, changed, retired}, frame), "page" (games added by a
+   * `wall_page`, frame), "reconnecting" ({code, reason}) or "close" ({code, reason}). It returns a
+   * function that removes it (see Listeners). */
+
+  /** Ask for another page of the wall (the next most active games not held): its games are added after
+   * those held, and "page" is emitted. False when the connection is not open. */
+  more() {
+    if (this._state !== "open" || !this._socket) return false;
+    this._socket.send(JSON.stringify({ type: "wall_more" }));
+    return true;
+  }
 
   /** Close for good; resolves once the socket has closed. */
   async close() {
@@ -873,6 +940,7 @@ export class WallConnection extends Resuming {
   _wall(frame) {
     this.games = new Map(frame.games.map((game) => [game.game_id, game]));
     this.endedKept = frame.ended_kept;
+    this.total = frame.total ?? this.games.size;
   }
 
   _process(socket, frame) {
@@ -882,7 +950,13 @@ export class WallConnection extends Resuming {
       this._emit("wall", this.games);
     } else if (frame.type === "wall_changes") {
       this.games = applyWallChanges(this.games, frame);
+      this.total = frame.total ?? this.total;
       this._emit("changes", { added: frame.added, changed: frame.changed, retired: frame.retired }, frame);
+    } else if (frame.type === "wall_page") {
+      const added = frame.games.filter((game) => !this.games.has(game.game_id));
+      for (const game of added) this.games.set(game.game_id, game);
+      this.total = frame.total;
+      this._emit("page", added, frame);
     }
     // Any other type is one this client does not know: ignored, as the protocol asks.
   }

@@ -94,7 +94,10 @@ async def play_in_a_child(games: dict[str, tuple[str, list[str]]], tmp_path: Pat
 async def test_the_wall_follows_fifty_games_bots_play_on_two_nodes(
     start_server: Any, own_redis: RedisProcess, page: Any, tmp_path: Path
 ) -> None:
-    watched: ServerProcess = start_server(own_redis.url, wall_ended_games=GAMES)
+    # Every game comes from this one address: its share is the whole wall, and one page holds them all.
+    watched: ServerProcess = start_server(
+        own_redis.url, wall_ended_games=GAMES, wall_creator_share=1.0, wall_page_games=2 * GAMES
+    )
     other: ServerProcess = start_server(own_redis.url)
     games: dict[str, tuple[str, list[str]]] = {}  # game id -> (its node's URL, seat tokens)
     for index in range(12):
@@ -160,6 +163,37 @@ async def test_the_wall_follows_fifty_games_bots_play_on_two_nodes(
     height = await page.evaluate("document.documentElement.scrollHeight")
     await page.set_viewport_size({"width": 1400, "height": height})
     await screenshot(page, "wall")
+
+
+async def test_the_wall_shows_a_first_page_and_the_rest_as_the_reader_scrolls_to_the_end(
+    start_server: Any, own_redis: RedisProcess, page: Any
+) -> None:
+    server: ServerProcess = start_server(own_redis.url, wall_creator_share=1.0, wall_page_games=4)
+    ids = [(await new_game(server.url, ["Ada", "Ben"]))[0] for _ in range(30)]
+    await page.set_viewport_size({"width": 1400, "height": 500})
+    await page.goto(f"{server.url}/wall")
+    await page.wait_for_selector('body[data-ready="true"]')
+    # The first page, then the pages that fill the screen: not the whole wall.
+    await page.wait_for_function("() => !document.querySelector('#more-line').hidden")
+    await asyncio.sleep(0.5)
+    shown = await page.evaluate("() => document.querySelectorAll('[data-game]').length")
+    assert 4 <= shown < 30 and shown % 4 == 0
+    assert await page.evaluate("document.body.dataset.total") == "30"
+    assert "of 30" in await page.locator("#count").inner_text()
+    # The button asks for one page more.
+    await page.locator("#more").click()
+    await page.wait_for_function("(n) => document.querySelectorAll('[data-game]').length >= n", arg=shown + 4)
+    # Scrolling to the end brings the rest, a page at a time, until the line goes.
+    for _ in range(30):
+        if await page.evaluate("() => document.querySelector('#more-line').hidden"):
+            break
+        await page.evaluate("() => window.scrollTo(0, document.documentElement.scrollHeight)")
+        await asyncio.sleep(0.2)
+    tiles = await page.evaluate(
+        "() => [...document.querySelectorAll('[data-game]')].map((t) => t.dataset.game)"
+    )
+    assert sorted(tiles) == sorted(ids)
+    assert "of 30" not in await page.locator("#count").inner_text()
 
 
 async def test_the_embeddable_board_has_no_header_no_log_and_no_background(

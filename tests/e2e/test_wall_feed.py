@@ -33,7 +33,7 @@ def validate(frame: dict[str, Any]) -> None:
     the schema does not name, nor a null."""
     WALL_FEED.validate(frame)
     defs = SCHEMA["$defs"]
-    games = frame["games"] if frame["type"] == "wall" else frame["added"]
+    games = frame["added"] if frame["type"] == "wall_changes" else frame["games"]
     assert all(set(game) == set(defs["WallGame"]["properties"]) for game in games)
     for change in frame.get("changed", ()):
         assert set(change) <= set(defs["WallChange"]["properties"]) and None not in change.values()
@@ -65,7 +65,7 @@ async def play(url: str, game_id: str, token: str, token_placed: dict[str, str],
 
 
 async def test_the_feed_sends_the_wall_then_only_what_changed_and_never_a_private_game(
-    start_server: Any, own_redis: RedisProcess
+    own_redis: RedisProcess, start_server: Any
 ) -> None:
     server = start_server(own_redis.url)
     before, before_tokens = await new_game(server.url, ["Ada", "Ben"])  # live before the wall starts
@@ -121,7 +121,7 @@ async def test_the_feed_sends_the_wall_then_only_what_changed_and_never_a_privat
 
 
 async def test_an_ended_game_stays_until_ended_kept_more_have_ended_then_retires(
-    start_server: Any, own_redis: RedisProcess
+    own_redis: RedisProcess, start_server: Any
 ) -> None:
     server = start_server(own_redis.url, wall_ended_games=1)
     first, first_tokens = await new_game(server.url, ["Ada", "Ben"])
@@ -151,7 +151,7 @@ async def test_an_ended_game_stays_until_ended_kept_more_have_ended_then_retires
 
 
 async def test_a_game_created_and_played_on_another_node_reaches_the_wall(
-    start_server: Any, own_redis: RedisProcess
+    own_redis: RedisProcess, start_server: Any
 ) -> None:
     watched, other = start_server(own_redis.url), start_server(own_redis.url)
     async with await WallClient.connect(watched.url, reconnect=False) as wall:
@@ -173,7 +173,7 @@ async def test_a_game_created_and_played_on_another_node_reaches_the_wall(
 
 
 async def test_the_feed_takes_no_frames_and_a_new_subscriber_starts_from_what_the_others_hold(
-    start_server: Any, own_redis: RedisProcess
+    own_redis: RedisProcess, start_server: Any
 ) -> None:
     server = start_server(own_redis.url)
     game_id, tokens = await new_game(server.url, ["Ada", "Ben"])
@@ -196,7 +196,7 @@ async def test_the_feed_takes_no_frames_and_a_new_subscriber_starts_from_what_th
 
 
 async def test_the_wall_shows_who_is_at_each_table_as_get_games_id_does(
-    start_server: Any, own_redis: RedisProcess
+    own_redis: RedisProcess, start_server: Any
 ) -> None:
     """Presence on the wall: players and spectators connected to another node, seen through the store."""
     watched, other = start_server(own_redis.url), start_server(own_redis.url)

@@ -53,6 +53,7 @@ EXPECTED_TESTS = {
     "takeBack is refused with the wire code: cannot_take_back, forbidden, stale_version, game_over",
     "applyWallChanges retires, adds first, changes only the named fields, and moves a game that ends",
     "connectWall keeps each game equal to GET /games/{id}, and after a drop starts from a new wall frame",
+    "connectWall holds a page of the wall and more() adds the next, a page at a time",
 }
 
 
@@ -116,7 +117,7 @@ def control(
 ) -> Iterator[tuple[Control, dict[str, ServerProcess]]]:
     started = {
         "main": start_server(),
-        "small": start_server(max_connections_per_game=2),
+        "small": start_server(max_connections_per_game=2, wall_page_games=2),
         "restartable": start_server(),
     }
     lock = threading.Lock()

@@ -9,12 +9,12 @@ ROOT = Path(__file__).resolve().parents[2]
 STATIC = ROOT / "server" / "web" / "static"
 # What only the library may know: the hello, the socket, the delta's fields, HTTP calls.
 WIRE = ["WebSocket", '"hello"', "view_delta", "below_from", "chairs_from", "score_changes", "fetch("]
-WIRE += ["wall_changes", "ended_kept"]  # the wall feed's frames, read by the library too
+WIRE += ["wall_changes", "ended_kept", "wall_more", "wall_page"]  # the wall feed's frames: the library's
 
 
 def test_each_page_loads_its_own_module() -> None:
     pages = sorted(path.stem for path in STATIC.glob("*.html"))
-    assert pages == ["index", "play", "replay", "wall", "watch"]
+    assert pages == ["host", "index", "play", "replay", "wall", "watch"]
     for page in pages:
         html = (STATIC / f"{page}.html").read_text()
         scripts = re.findall(r'<script[^>]*src="([^"]+)"', html)

@@ -50,6 +50,7 @@ def test_the_root_is_2020_12_with_both_entry_points() -> None:
             "DeltaFrame",
             "HistoryFrame",
             "PresenceFrame",
+            "NextGameFrame",
         )
     ]
 
@@ -175,7 +176,8 @@ def test_get_games_id_is_the_view_with_the_presence_beside_its_fields() -> None:
     assert "presence" not in DEFS["View"]["properties"]
     view, beside = DEFS["Game"]["allOf"]
     assert view == {"$ref": "#/$defs/View"}
-    assert beside["properties"] == {"presence": {"$ref": "#/$defs/Presence"}}
+    assert beside["properties"]["presence"] == {"$ref": "#/$defs/Presence"}
+    assert set(beside["properties"]) == {"presence", "next_game"}  # next_game: an ended game's, if any
     assert beside["required"] == ["presence"]
     frame = DEFS["PresenceFrame"]["properties"]
     assert frame["type"] == {"const": "presence"}
@@ -184,15 +186,23 @@ def test_get_games_id_is_the_view_with_the_presence_beside_its_fields() -> None:
 
 
 def test_the_wall_feed_is_an_entry_point_whose_changes_carry_only_what_changed() -> None:
-    """`wall` and `wall_changes` frames validate against WallFeedFrame; a change requires only its game id
-    and never carries a null (a field that did not change is left out)."""
+    """The wall feed's frames (`wall`, `wall_changes`, `wall_page`, and the client's `wall_more`) validate
+    against WallFeedFrame; a change requires only its game id and never carries a null (a field that did
+    not change is left out); every frame the server sends says the wall's total."""
     assert "WallFeedFrame" in schema.ENTRY_POINTS
     assert [b["$ref"] for b in DEFS["WallFeedFrame"]["oneOf"]] == [
         "#/$defs/WallFrame",
         "#/$defs/WallChangesFrame",
+        "#/$defs/WallPageFrame",
+        "#/$defs/WallMore",
     ]
     assert DEFS["WallFrame"]["properties"]["type"] == {"const": "wall"}
     assert DEFS["WallChangesFrame"]["properties"]["type"] == {"const": "wall_changes"}
+    assert DEFS["WallPageFrame"]["properties"]["type"] == {"const": "wall_page"}
+    assert DEFS["WallMore"]["properties"] == {"type": {"const": "wall_more"}}
+    assert DEFS["WallMore"]["additionalProperties"] is False
+    for sent in ("WallFrame", "WallChangesFrame", "WallPageFrame"):
+        assert "total" in DEFS[sent]["required"], sent
     assert DEFS["WallChange"]["required"] == ["game_id"]
     for name, rule in DEFS["WallChange"]["properties"].items():
         assert "null" not in json.dumps(rule), name

@@ -10,7 +10,7 @@ function required(name) {
   return value;
 }
 
-/** The servers: `main` (default settings), `small` (2 connections a game), `restartable` (restarted on
+/** The servers: `main` (default settings), `small` (2 connections a game, wall pages of 2), `restartable` (restarted on
  * POST control/restart), and the control endpoint of the pytest that started them. */
 export const servers = {
   get main() {

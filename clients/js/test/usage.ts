@@ -20,6 +20,7 @@ import {
   type View,
   type ViewDelta,
   type WallChangesFrame,
+  type WallPageFrame,
   type WebSocketConstructor,
 } from "../orchestra.js";
 import { WebSocket as NodeWebSocket } from "ws";
@@ -98,9 +99,12 @@ export async function wall(baseUrl: string): Promise<number> {
     retired: [],
     added: [],
     changed: [{ game_id: "g", ended: true, chairs: { viola: [1] } }],
+    total: 1,
   });
+  feed.on("page", (games, frame: WallPageFrame) => console.log(games.length, frame.total, feed.total));
+  const asked: boolean = feed.more();
   const info = await feed.close();
-  console.log(info.code, feed.endedKept);
+  console.log(info.code, feed.endedKept, asked);
   return next.size;
 }
 

@@ -89,3 +89,28 @@ test("connectWall keeps each game equal to GET /games/{id}, and after a drop sta
     await proxy.close();
   }
 });
+
+test("connectWall holds a page of the wall and more() adds the next, a page at a time", async () => {
+  const url = servers.small; // its wall's pages hold 2 games
+  const ids = [];
+  for (const name of ["Ada", "Ben", "Cy"]) ids.push((await createGame(url, { players: [name] })).game_id);
+  const wall = await connectWall(url, { WebSocket });
+  try {
+    assert.equal(wall.games.size, 2);
+    assert.ok(wall.total >= 3, `total ${wall.total}`);
+    const pages = [];
+    wall.on("page", (games, frame) => pages.push([games, frame]));
+    while (!ids.every((id) => wall.games.has(id))) {
+      const before = pages.length;
+      assert.equal(wall.more(), true);
+      await until(() => pages.length > before, "a wall_page");
+      const [games, frame] = pages.at(-1);
+      assert.equal(frame.type, "wall_page");
+      assert.ok(frame.games.length <= 2 && games.length <= frame.games.length);
+      assert.equal(wall.total, frame.total);
+      assert.ok(pages.length <= wall.total, "each page brings games until every one is held");
+    }
+  } finally {
+    await wall.close();
+  }
+});

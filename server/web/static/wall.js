@@ -1,5 +1,7 @@
-// The wall: every public game that is live and the most recently ended ones, each as a small board, its
-// players and scores, kept current by the client library from one websocket (the wall feed).
+// The wall: the public games being played and the most recently ended ones, each as a small board, its
+// players and scores, kept current by the client library from one websocket (the wall feed). The feed
+// sends a first page, the most active games; more come a page at a time as the reader scrolls to the end
+// (or presses "Show more games").
 
 import { connectWall } from "/client/orchestra.js";
 import { $, el, MiniBoard, origin, seatDot, showError, status } from "./render.js";
@@ -93,8 +95,36 @@ function arrange(games) {
   place($("ended"), ended);
   $("ended-head").hidden = ended.length === 0;
   $("empty").hidden = games.size > 0;
-  $("count").textContent = `${live.length} live, ${ended.length} ended`;
+  counted = `${live.length} live, ${ended.length} ended`;
+  $("count").textContent = counted;
   document.body.dataset.games = String(games.size);
+}
+
+// The "more" line: shown while the wall holds games this page does not; a page asked for at a time.
+let counted = "";
+let asking = false;
+let wall = null;
+
+function showMore() {
+  const more = wall !== null && wall.total > wall.games.size;
+  $("more-line").hidden = !more;
+  document.body.dataset.total = String(wall?.total ?? 0);
+  $("count").textContent = more ? `${counted}, of ${wall.total}` : counted;
+}
+
+function moreInView() {
+  const line = $("more-line");
+  return !line.hidden && line.getBoundingClientRect().top < window.innerHeight;
+}
+
+function askMore() {
+  if (asking || wall === null || wall.total <= wall.games.size) return;
+  asking = wall.more();
+}
+
+// The reader is at the end of the tiles (or the screen is not full): the next page.
+function fill() {
+  if (moreInView()) askMore();
 }
 
 function redraw(games) {
@@ -113,12 +143,27 @@ async function main() {
     showError(`The wall cannot be shown: ${error.message}`);
     return;
   }
+  wall = connection;
   redraw(connection.games);
+  showMore();
   status("live", "live");
   connection.on("wall", (games) => {
     status("live", "live");
+    asking = false;
     redraw(games);
+    showMore();
   });
+  connection.on("page", (games) => {
+    asking = false;
+    for (const game of games) show(game, false);
+    arrange(connection.games);
+    showMore();
+    fill();
+  });
+  $("more").addEventListener("click", askMore);
+  window.addEventListener("scroll", fill, { passive: true });
+  window.addEventListener("resize", fill);
+  fill();
   connection.on("changes", ({ added, changed, retired }) => {
     for (const id of retired) tiles.delete(id);
     for (const game of added) show(game, false);
@@ -129,6 +174,7 @@ async function main() {
       if (change.ended !== undefined) moved = true;
     }
     if (moved) arrange(connection.games); // the tiles move only when the wall's order changed
+    showMore();
   });
   connection.on("reconnecting", () => status("reconnecting", "reconnecting\u2026"));
   connection.on("close", () => status("closed", "closed"));
