@@ -8,8 +8,8 @@ Plain HTML, vanilla JS modules (one per page, and their shared rendering) and on
 the server says: views come from `GET /games/{id}` and the websocket, and where a token may go comes from
 `GET /games/{id}/legal`, which answers from the domain's own rules, so no rule lives in JS.
 
-`GET /new-game.json` answers what the New game form needs of the server: `{"layouts": [names],
-"api_key": true}` when creating a game needs the server's API key (it never says what the key is).
+`GET /` writes into the page what its New game form needs of the server: the layouts a game may use, and
+whether creating one needs the server's API key (never the key).
 
 `GET /games/{id}/legal?token=<JSON token>[&skill=N]` answers
 `{"spaces": [space ids, in layout order], "materials": {space id: materials to name}}`; `materials` lists
@@ -18,6 +18,7 @@ only the spaces whose placement must name materials (Rare Strings), as many as t
 
 from __future__ import annotations
 
+from html import escape
 from pathlib import Path
 
 import msgspec
@@ -79,13 +80,6 @@ class Legal(msgspec.Struct, frozen=True):
     materials: dict[str, int]
 
 
-class NewGameSettings(msgspec.Struct, frozen=True):
-    """The answer of `/new-game.json`."""
-
-    layouts: list[str]
-    api_key: bool
-
-
 _decode_token = msgspec.json.Decoder(Token).decode
 
 
@@ -113,13 +107,18 @@ def _client(name: str):  # type: ignore[no-untyped-def]
     return client_file
 
 
-async def new_game_settings(request: Request) -> Response:
-    """GET /new-game.json: the layouts a game may use, and whether creating one needs the API key."""
+async def index_page(request: Request) -> Response:
+    """The list of games, with what its New game form needs: the layouts, and whether an API key is needed."""
     ctx: Context = request.app.state.ctx
-    settings = NewGameSettings(layouts=sorted(BUILTIN_LAYOUTS), api_key=ctx.settings.api_key is not None)
-    return Response(
-        msgspec.json.encode(settings), media_type="application/json", headers={"cache-control": "no-cache"}
+    layouts = " ".join(sorted(BUILTIN_LAYOUTS))
+    needs_key = "true" if ctx.settings.api_key is not None else "false"
+    html = (STATIC / "index.html").read_text(encoding="utf-8")
+    html = html.replace(
+        '<body data-page="index">',
+        f'<body data-page="index" data-layouts="{escape(layouts)}" data-api-key="{needs_key}">',
+        1,
     )
+    return Response(html, media_type="text/html; charset=utf-8", headers=HEADERS)
 
 
 async def legal(request: Request) -> Response:
@@ -159,13 +158,12 @@ async def legal(request: Request) -> Response:
 
 
 routes: list[BaseRoute] = [
-    Route("/", _page("index.html"), methods=["GET"]),
+    Route("/", index_page, methods=["GET"]),
     Route("/wall", _page("wall.html"), methods=["GET"]),
     Route("/games/{game_id}/watch", watch_page, methods=["GET"]),
     Route("/games/{game_id}/replay", _page("replay.html"), methods=["GET"]),
     Route("/games/{game_id}/play", _page("play.html"), methods=["GET"]),
     Route("/games/{game_id}/host", _page("host.html"), methods=["GET"]),
-    Route("/new-game.json", new_game_settings, methods=["GET"]),
     Route("/games/{game_id}/legal", legal, methods=["GET"]),
     *(Route(f"/client/{name}", _client(name), methods=["GET"]) for name in CLIENT_FILES),
     Mount("/static", StaticFiles(directory=STATIC), name="static"),

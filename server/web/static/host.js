@@ -1,12 +1,12 @@
 // The host page: the game's host token in the address's fragment. For each seat its play link, a copy
 // button and a QR code a phone scans; the watch link and its QR code; who sat where and who is connected;
 // the board, live; a seat's new link, closing an open seat, and the next game. The seat tokens come from
-// the creation's answer, kept in this browser (api.js `hosted`); a seat whose token this browser does not
+// the creation's answer, kept in this browser (keep.js `hosted`); a seat whose token this browser does not
 // hold gets a new one on request. Host calls carry the host token as the Bearer header.
 
-import { PLACEMENT_EVENTS } from "/client/orchestra.js";
-import { host, hosted, keepHosted } from "./api.js";
-import { livePage, nextGamePath } from "./live.js";
+import { closeSeat as closeTheSeat, nextGame, PLACEMENT_EVENTS, reissueToken } from "/client/orchestra.js";
+import { hosted, keepHosted } from "./keep.js";
+import { livePage } from "./live.js";
 import { drawQr } from "./qr.js";
 import { refusalWords } from "./refusals.js";
 import { $, el, gameId, origin, secret, seatDot, setTitle, showError } from "./render.js";
@@ -122,8 +122,7 @@ function drawSeats() {
 async function reissueSeat(seat) {
   say("");
   try {
-    const answer = await host.reissue(gameId, seat, secret);
-    kept.seats[seat] = answer.token;
+    kept.seats[seat] = await reissueToken(origin, gameId, seat, secret);
     keepHosted(gameId, kept);
     say(`Seat ${seat + 1} has a new link: the old one no longer works.`);
   } catch (error) {
@@ -135,7 +134,7 @@ async function reissueSeat(seat) {
 async function closeSeat(seat) {
   say("");
   try {
-    await host.close(gameId, seat, secret);
+    await closeTheSeat(origin, gameId, seat, secret);
     closed.add(seat);
     say(`Seat ${seat + 1} is closed.`);
   } catch (error) {
@@ -144,24 +143,22 @@ async function closeSeat(seat) {
   drawSeats();
 }
 
-// The next game: the host's own answer brings its tokens (every seat's and a new host token), kept like
-// the first game's; then the page moves to the next game's host page.
-async function playAgain(frame) {
+// The next game: tokens carry over (the seats' and the host's), so the next game's host page draws the same
+// seats' links; the `next_game` frame brings the next game's id (and the host token there).
+function follow(nextId, token) {
   if (leaving) return;
   leaving = true;
+  keepHosted(nextId, kept);
+  location.assign(`/games/${encodeURIComponent(nextId)}/host#token=${encodeURIComponent(token || secret)}`);
+}
+
+async function playAgain() {
   $("play-again").disabled = true;
+  say("");
   try {
-    const next = await host.next(gameId, secret);
-    const nextId = next.game_id ?? frame?.game_id;
-    const seats = {};
-    for (const seat of next.seats ?? []) if (seat.token) seats[seat.seat] = seat.token;
-    keepHosted(nextId, { seats, watch_token: next.watch_token ?? null });
-    const token = next.host_token ?? secret;
-    location.assign(`/games/${encodeURIComponent(nextId)}/host#token=${encodeURIComponent(token)}`);
+    follow(await nextGame(origin, gameId, secret), secret);
   } catch (error) {
-    leaving = false;
     say(refusalWords(error), error.code);
-    if (frame?.game_id) location.assign(nextGamePath({ game_id: frame.game_id, token: frame.token }, "watch"));
     $("play-again").disabled = !ended;
   }
 }
@@ -169,14 +166,10 @@ async function playAgain(frame) {
 if (!secret) {
   showError("This page needs the host token in its address: /games/<id>/host#token=<host token>.");
 } else {
-  const watch = kept.watch_token ? `${base}/watch#token=${encodeURIComponent(kept.watch_token)}` : `${base}/watch`;
-  $("watch-link").value = watch;
-  drawQr($("watch-qr"), watch);
-  $("watch-copy").addEventListener("click", () => copy(watch, $("watch-copy")));
-  $("play-again").addEventListener("click", () => playAgain(null));
+  $("play-again").addEventListener("click", playAgain);
   const connection = await livePage({
-    // A private game's board is watched with its watch token; a public one's needs none.
-    token: kept.watch_token ?? null,
+    // The host token opens the board as a spectator's (a private game's too), and brings next_game's token.
+    token: secret,
     seats(now, closedNow) {
       names = now;
       closed = closedNow;
@@ -186,9 +179,14 @@ if (!secret) {
       online = new Map(presence.seats.map((s) => [s.seat, s.online]));
       drawSeats();
     },
-    next: (frame) => playAgain(frame),
+    next: (frame) => follow(frame.game_id, frame.token),
   });
   if (connection) {
+    const watch = kept.watch_token ? `${base}/watch#token=${encodeURIComponent(kept.watch_token)}` : `${base}/watch`;
+    $("watch-link").value = watch;
+    drawQr($("watch-qr"), watch);
+    $("watch-copy").addEventListener("click", () => copy(watch, $("watch-copy")));
+    $("watch-card").hidden = false;
     const look = () => {
       started = started || Boolean(connection.lastEnvelope && PLACEMENT_EVENTS.includes(connection.lastEnvelope.event.type));
       ended = Boolean(connection.view?.ended);

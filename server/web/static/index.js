@@ -2,8 +2,8 @@
 // key when the server needs one), the open tables with a Join button, and the public games, live and
 // ended, refreshed every few seconds.
 
-import { listGames } from "/client/orchestra.js";
-import { createGame, joinTable, keepHosted, newGameSettings, storeApiKey, storedApiKey } from "./api.js";
+import { createGame, joinGame, listGames, openTables } from "/client/orchestra.js";
+import { keepHosted, storeApiKey, storedApiKey } from "./keep.js";
 import { refusalWords } from "./refusals.js";
 import { $, el, origin, seatDot, showError } from "./render.js";
 
@@ -36,14 +36,12 @@ function needApiKey() {
   $("api-key").value = storedApiKey();
 }
 
-async function settings() {
-  try {
-    const known = await newGameSettings();
-    $("layout").replaceChildren(...known.layouts.map((name) => new Option(name, name, name === "standard", name === "standard")));
-    if (known.api_key) needApiKey();
-  } catch (error) {
-    showError(`Cannot read the server's settings: ${refusalWords(error)}`);
-  }
+// What the form needs of the server, written into the page by the server: its layouts, and whether
+// creating a game needs its API key.
+function settings() {
+  const layouts = (document.body.dataset.layouts || "standard").split(" ");
+  $("layout").replaceChildren(...layouts.map((name) => new Option(name, name, name === "standard", name === "standard")));
+  if (document.body.dataset.apiKey === "true") needApiKey();
 }
 
 async function create(event) {
@@ -56,13 +54,13 @@ async function create(event) {
   const request = {
     players,
     layout: $("layout").value,
-    spectators: document.querySelector('input[name="spectators"]:checked').value,
-    apiKey,
+    private: document.querySelector('input[name="spectators"]:checked').value === "token",
+    open: $("open-table").checked,
+    apiKey: apiKey || undefined,
   };
-  if ($("open-table").checked) request.open = true;
   $("create").disabled = true;
   try {
-    const created = await createGame(request);
+    const created = await createGame(origin, request);
     if (apiKey) storeApiKey(apiKey);
     const seats = {};
     for (const seat of created.seats) seats[seat.seat] = seat.token;
@@ -86,16 +84,12 @@ async function create(event) {
 
 // Open tables ------------------------------------------------------------------------------------------
 
-function isOpenTable(game) {
-  return game.open === true && !game.ended && game.players.some((name) => name === null);
-}
-
 function openTable(game) {
   const item = el("li", "open-table");
   item.dataset.game = game.game_id;
   const who = el("div", "table-who");
   const seated = game.players.filter((name) => name !== null);
-  const free = game.players.length - seated.length;
+  const free = game.open_seats.length;
   who.append(el("span", "table-id", game.game_id), document.createTextNode(" \u00b7 "));
   who.append(document.createTextNode(seated.length ? `${seated.join(", ")} \u00b7 ` : ""));
   who.append(el("span", "free", free === 1 ? "1 seat free" : `${free} seats free`));
@@ -122,7 +116,7 @@ async function join(event, gameId, input, button) {
   delete said.dataset.code;
   button.disabled = true;
   try {
-    const seat = await joinTable(gameId, input.value);
+    const seat = await joinGame(origin, gameId, input.value);
     location.assign(`/games/${encodeURIComponent(gameId)}/play#token=${encodeURIComponent(seat.token)}`);
   } catch (error) {
     button.disabled = false;
@@ -131,9 +125,8 @@ async function join(event, gameId, input, button) {
   }
 }
 
-function showOpenTables(games) {
+function showOpenTables(open) {
   const list = $("open-tables");
-  const open = games.filter(isOpenTable);
   // A table still listed keeps its row, so a name being typed is not lost on a refresh.
   const keep = new Map([...list.children].map((item) => [item.dataset.game, item]));
   list.replaceChildren(...open.map((game) => {
@@ -150,14 +143,15 @@ function showOpenTables(games) {
 
 async function refresh() {
   let games;
+  let open;
   try {
-    games = await listGames(origin);
+    [games, open] = await Promise.all([listGames(origin), openTables(origin)]);
     showError("");
   } catch (error) {
     showError(`Cannot list the games: ${refusalWords(error)}`);
     return;
   }
-  showOpenTables(games);
+  showOpenTables(open);
   const rows = games.map((game) => {
     const row = el("tr");
     row.dataset.game = game.game_id;
@@ -194,5 +188,6 @@ async function refresh() {
 $("seat-count").addEventListener("change", seatInputs);
 seatInputs();
 $("new-game").addEventListener("submit", create);
-await Promise.all([settings(), refresh()]);
+settings();
+await refresh();
 setInterval(refresh, 5000);

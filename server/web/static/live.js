@@ -5,16 +5,20 @@
 import { connect, HISTORY_CHANGED } from "/client/orchestra.js";
 import { $, Board, flash, gameId, origin, secret, showError, showWatching, status } from "./render.js";
 
-/** The close code of a connection whose seat token the host replaced (protocol.md, close codes). */
-export const TOKEN_REISSUED = 4002;
-
-const REISSUED_WORDS =
-  "The host gave this seat a new link: this page no longer plays it. Open the new link the host sends you.";
+/** The close codes of a seat's connection that its host ended (protocol.md, close codes): its token
+ * replaced by a new one, or the seat closed. Coming back with the same token cannot help. */
+export const TOKEN_REISSUED = 4003;
+export const SEAT_CLOSED = 4004;
+const HOST_CLOSES = {
+  [TOKEN_REISSUED]: ["link replaced", "The host gave this seat a new link: this page no longer plays it. Open the new link the host sends you."],
+  [SEAT_CLOSED]: ["seat closed", "The host closed this seat: it takes no part in this game."],
+};
 
 function ended(info) {
-  if (info.code === TOKEN_REISSUED) {
-    status("refused", "link replaced");
-    showError(REISSUED_WORDS);
+  if (HOST_CLOSES[info.code]) {
+    const [badge, words] = HOST_CLOSES[info.code];
+    status("refused", badge);
+    showError(words);
   } else if (info.code === 1008) {
     status("refused", "refused");
     showError(`The server refused this page: ${info.reason || "not allowed"}`);
@@ -36,26 +40,6 @@ export function nextGamePath(frame, page = "play") {
   return `${path}/watch`;
 }
 
-// A WebSocket that also hands each `next_game` frame to `onNext`, for a client library that passes over
-// frames of a type it does not know.
-function socketTelling(onNext) {
-  return class extends WebSocket {
-    constructor(...args) {
-      super(...args);
-      // `onmessage`, which the library leaves free: its own listeners are added with addEventListener.
-      this.onmessage = (message) => {
-        if (typeof message.data !== "string" || !message.data.includes('"next_game"')) return;
-        try {
-          const frame = JSON.parse(message.data);
-          if (frame.type === "next_game") onNext(frame);
-        } catch {
-          /* not JSON: not a frame of this protocol */
-        }
-      };
-    }
-  };
-}
-
 /** Connect, draw the board once the history's GameCreated brings the layout, log every envelope once
  * (when the page has a log), and draw each new view. `extra`: `board(board)`, `welcome(frame,
  * connection)`, `seats(names)` (each seat's name, null while open, after each change), `next(frame)`
@@ -70,7 +54,7 @@ export async function livePage(extra = {}) {
     if (followed || typeof frame?.game_id !== "string") return;
     followed = true;
     if (extra.next) extra.next(frame, connection);
-    else location.assign(nextGamePath(frame));
+    else location.assign(nextGamePath(frame, document.body.dataset.page));
   };
   try {
     // The whole history first (since 0): its GameCreated carries the layout. A page is patient: it waits
@@ -81,7 +65,6 @@ export async function livePage(extra = {}) {
       since: 0,
       waitForServer: true,
       resumeFor: Infinity,
-      WebSocket: socketTelling(follow),
     });
   } catch (error) {
     ended({ code: error.closeCode, reason: error.frame?.message ?? error.message });
@@ -142,8 +125,8 @@ export async function livePage(extra = {}) {
     extra.welcome?.(frame, connection);
   });
   connection.on("reconnecting", ({ code, reason }) => {
-    // The host replaced this seat's token: coming back with it would only be refused.
-    if (code === TOKEN_REISSUED) {
+    // The host replaced this seat's token or closed the seat: coming back would only be refused.
+    if (HOST_CLOSES[code]) {
       connection.close();
       ended({ code, reason });
       return;

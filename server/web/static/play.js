@@ -105,7 +105,7 @@ async function takeSeat(event) {
   said.textContent = "";
   delete said.dataset.code;
   try {
-    await connection.send({ type: "take_seat", name: $("seat-name").value });
+    await connection.takeSeat($("seat-name").value);
   } catch (error) {
     said.textContent = refusalWords(error);
     said.dataset.code = error.code;
