@@ -10,7 +10,14 @@
     ├── LimitReached         limit_reached: the game holds its maximum number of placements
     ├── IllegalSpace         illegal_space: a real space where this token may not go
     ├── CannotTakeBack       cannot_take_back: the game's last event is not this seat's placement
-    └── MissingChoice        missing_choice: a choice the placement needs was not made
+    ├── MissingChoice        missing_choice: a choice the placement needs was not made
+    ├── TableNotFull         table_not_full: a seat is still open (neither named nor closed)
+    ├── SeatHasName          seat_taken: the seat has a name already
+    ├── SeatIsClosed         seat_closed: the seat was closed by the host
+    ├── GameStarted          game_started: a placement was made (a seat can no longer be closed)
+    ├── GameNotOver          game_not_over: the game has not ended (no next game yet)
+    └── NextGameExists       next_game_exists: the ended game has its next game already (which the
+                             server answers with, never sending the code)
 
 A rejected command changes nothing. When several reasons apply, the first in the order of protocol.md
 answers: the frame, access, the game, the rule, the choices.
@@ -85,3 +92,43 @@ class MissingChoice(Rejected):
     """The placement needs a choice the command did not make."""
 
     code = "missing_choice"
+
+
+class TableNotFull(Rejected):
+    """A seat is still open: no placement (nor end) until every seat has a name or is closed."""
+
+    code = "table_not_full"
+
+
+class SeatHasName(Rejected):
+    """The seat has a name already."""
+
+    code = "seat_taken"
+
+
+class SeatIsClosed(Rejected):
+    """The seat was closed: it takes no part in the game."""
+
+    code = "seat_closed"
+
+
+class GameStarted(Rejected):
+    """A placement was made: the seats are as they are."""
+
+    code = "game_started"
+
+
+class GameNotOver(Rejected):
+    """The game has not ended: it has no next game yet."""
+
+    code = "game_not_over"
+
+
+class NextGameExists(Rejected):
+    """The ended game has its next game already (`game_id`): a later request answers that one."""
+
+    code = "next_game_exists"
+
+    def __init__(self, message: str, game_id: str) -> None:
+        super().__init__(message)
+        self.game_id = game_id

@@ -12,11 +12,17 @@ from domain.errors import (
     BadRequest,
     CannotTakeBack,
     Forbidden,
+    GameNotOver,
     GameOver,
+    GameStarted,
     IllegalSpace,
     LimitReached,
     MissingChoice,
+    NextGameExists,
+    SeatHasName,
+    SeatIsClosed,
     StaleVersion,
+    TableNotFull,
     UnknownGame,
 )
 from domain.layout import Layout, SpaceDef
@@ -25,6 +31,7 @@ from domain.messages import (
     Amounts,
     ChairClaimed,
     ChairStolen,
+    CloseSeat,
     Command,
     CreateGame,
     EndGame,
@@ -32,16 +39,23 @@ from domain.messages import (
     GameCreated,
     GameEnded,
     InstrumentToken,
+    NextGame,
     Place,
     PlacedBelowLine,
     PlacementEvent,
     PlacementTakenBack,
+    PlayAgain,
     Rank,
+    ReissueToken,
     Score,
+    SeatClosed,
+    SeatTaken,
+    SeatTokenReissued,
     TakeBack,
+    TakeSeat,
     Token,
 )
-from domain.names import player_names
+from domain.names import player_names, seat_name
 from domain.rules import (
     add,
     canonical,
@@ -107,12 +121,15 @@ class Game(msgspec.Struct, frozen=True, gc=False):
     `undo` is there while the last event is a placement: who made it and the state before it, which a
     take-back restores. Only the last placement can be taken back, so one earlier state is all a game
     keeps (it shares every space the placement did not touch).
+    `players` holds None for an open seat; `closed` the closed seats (in order); `open_table` whether
+    anyone may join; `reissued` each seat's token hash since the host reissued it; `next_game` the game
+    that follows this ended one; `follows` the game this one follows.
     """
 
     game_id: str = ""
     version: int = 0
     layout: Layout | None = None
-    players: tuple[str, ...] = ()
+    players: tuple[str | None, ...] = ()
     spectators: str = "public"
     max_placements: int = 1000
     rules_version: int = RULES_VERSION
@@ -121,6 +138,22 @@ class Game(msgspec.Struct, frozen=True, gc=False):
     spaces: Mapping[str, SpaceState] = msgspec.field(default_factory=dict)
     resources: tuple[Amounts, ...] = ()
     undo: Undo | None = None
+    closed: tuple[int, ...] = ()
+    open_table: bool = False
+    reissued: Mapping[int, str] = msgspec.field(default_factory=dict)
+    next_game: str | None = None
+    follows: str | None = None
+
+    @property
+    def full(self) -> bool:
+        """Whether every seat has a name or is closed (placements wait for it)."""
+        return all(name is not None or seat in self.closed for seat, name in enumerate(self.players))
+
+    def open_seats(self) -> tuple[int, ...]:
+        """The seats still open (no name, not closed), lowest first."""
+        return tuple(
+            seat for seat, name in enumerate(self.players) if name is None and seat not in self.closed
+        )
 
 
 class Undo(msgspec.Struct, frozen=True, gc=False):
@@ -146,6 +179,17 @@ def decide(state: Game, command: Command, layouts: Mapping[str, Layout] = BUILTI
             return [_end(state, command)]
         case TakeBack():
             return [_take_back(state, command)]
+        case TakeSeat():
+            taken = _take_seat(state, command)
+            if command.credential is None:
+                return [taken]
+            return [taken, SeatTokenReissued(seat=command.seat, credential=command.credential)]
+        case CloseSeat():
+            return [_close_seat(state, command)]
+        case ReissueToken():
+            return [_reissue(state, command)]
+        case PlayAgain():
+            return [_play_again(state, command)]
         case _:
             assert_never(command)
 
@@ -164,6 +208,9 @@ def evolve(state: Game, event: Event) -> Game:
                 spectators=event.spectators,
                 max_placements=event.max_placements,
                 rules_version=event.rules_version,
+                closed=tuple(sorted(event.closed)),
+                open_table=event.open,
+                follows=event.follows,
                 spaces={
                     s.id: SpaceState(rare=s.rare, contest=zeros, held=zeros) for s in event.layout.spaces
                 },
@@ -205,6 +252,18 @@ def evolve(state: Game, event: Event) -> Game:
             if state.undo is None:  # no placement to take back: not a fact `decide` gives; counted only
                 return replace(state, version=version, placements=state.placements + 1)
             return replace(state.undo.before, version=version, placements=state.placements + 1)
+        # The seat events: none is a placement, so each ends the take-back of the one before it.
+        case SeatTaken(seat=seat, name=name):
+            players = (*state.players[:seat], name, *state.players[seat + 1 :])
+            return replace(state, version=version, players=players, undo=None)
+        case SeatClosed(seat=seat):
+            closed = tuple(sorted({*state.closed, seat}))
+            return replace(state, version=version, closed=closed, undo=None)
+        case SeatTokenReissued(seat=seat, credential=credential):
+            reissued = {**state.reissued, seat: credential}
+            return replace(state, version=version, reissued=reissued, undo=None)
+        case NextGame(game_id=next_id):
+            return replace(state, version=version, next_game=next_id, undo=None)
         case _:
             assert_never(event)
 
@@ -339,11 +398,13 @@ def scores(state: Game) -> tuple[Score, ...]:
     )
 
 
-def ranking(final: tuple[Score, ...]) -> tuple[Rank, ...]:
-    """Seats by prestige; equal prestige shares a rank and the next rank skips (1, 1, 3)."""
-    ordered = sorted(final, key=lambda s: (-s.prestige, s.seat))
+def ranking(final: tuple[Score, ...], closed: tuple[int, ...] = ()) -> tuple[Rank, ...]:
+    """Seats by prestige; equal prestige shares a rank and the next rank skips (1, 1, 3). A closed seat
+    took no part: it is left out."""
+    playing = [s for s in final if s.seat not in closed]
+    ordered = sorted(playing, key=lambda s: (-s.prestige, s.seat))
     return tuple(
-        Rank(seat=s.seat, rank=1 + sum(o.prestige > s.prestige for o in final), prestige=s.prestige)
+        Rank(seat=s.seat, rank=1 + sum(o.prestige > s.prestige for o in playing), prestige=s.prestige)
         for s in ordered
     )
 
@@ -356,6 +417,8 @@ def _create(state: Game, command: CreateGame, layouts: Mapping[str, Layout]) -> 
         raise BadRequest(f"game {state.game_id!r} already exists")
     if not 1 <= len(command.players) <= 4:
         raise BadRequest("a game needs 1 to 4 players")
+    if command.open and command.spectators != "public":
+        raise BadRequest("an open table is public: anyone may take a seat, so anyone may watch")
     players = player_names(command.players)
     layout = layouts.get(command.layout)
     if layout is None:
@@ -367,6 +430,7 @@ def _create(state: Game, command: CreateGame, layouts: Mapping[str, Layout]) -> 
         spectators=command.spectators,
         max_placements=command.max_placements,
         rules_version=RULES_VERSION,
+        open=command.open,
     )
 
 
@@ -392,6 +456,7 @@ def _place(state: Game, command: Place) -> Event:
     # Access, then the game, then the rule, then the choices (protocol.md's order).
     _check_seat(state, command.seat)
     _check_game(state, command.expected_version)
+    _check_full(state)
     if state.placements >= state.max_placements:
         raise LimitReached(f"the game holds its maximum of {state.max_placements} placements")
     if not may_go(space, token):
@@ -469,11 +534,70 @@ def _take_back(state: Game, command: TakeBack) -> PlacementTakenBack:
 def _end(state: Game, command: EndGame) -> GameEnded:
     _created(state)
     _check_seat(state, command.seat)
-    if command.seat != 0:
-        raise Forbidden("only the player in seat 0 may end the game")
+    first = min(seat for seat in range(len(state.players)) if seat not in state.closed)
+    if command.seat != first:
+        why = "" if first == 0 else " (the first seat not closed)"
+        raise Forbidden(f"only the player in seat {first}{why} may end the game")
     _check_game(state, command.expected_version)
+    _check_full(state)
     final = scores(state)
-    return GameEnded(seat=command.seat, scores=final, ranking=ranking(final))
+    return GameEnded(seat=command.seat, scores=final, ranking=ranking(final, state.closed))
+
+
+def _take_seat(state: Game, command: TakeSeat) -> SeatTaken:
+    _created(state)
+    _check_seat(state, command.seat)
+    _check_game(state, None)
+    if state.players[command.seat] is not None:
+        raise SeatHasName(f"seat {command.seat} is {state.players[command.seat]}'s already")
+    return SeatTaken(seat=command.seat, name=seat_name(command.seat, command.name, state.players))
+
+
+def _close_seat(state: Game, command: CloseSeat) -> SeatClosed:
+    _created(state)
+    seat = _target(state, command.target)
+    _check_game(state, None)
+    if state.placements:
+        raise GameStarted("a placement was made: seats can no longer be closed")
+    if state.players[seat] is not None:
+        raise SeatHasName(f"seat {seat} is {state.players[seat]}'s: only an open seat can be closed")
+    if len(state.closed) + 1 == len(state.players):
+        raise BadRequest("a game keeps at least one seat that is not closed")
+    return SeatClosed(seat=seat)
+
+
+def _reissue(state: Game, command: ReissueToken) -> SeatTokenReissued:
+    _created(state)
+    seat = _target(state, command.target)
+    _check_game(state, None)
+    return SeatTokenReissued(seat=seat, credential=command.credential)
+
+
+def _play_again(state: Game, command: PlayAgain) -> NextGame:
+    _created(state)
+    if command.seat is not None:
+        _check_seat(state, command.seat)
+    if not state.ended:
+        raise GameNotOver("the game has not ended: play again once it has")
+    if state.next_game is not None:
+        raise NextGameExists(f"the next game is {state.next_game}", state.next_game)
+    return NextGame(game_id=command.game_id)
+
+
+def next_game(state: Game, game_id: str) -> GameCreated:
+    """The first event of the game that follows this ended one: the same seats (closed ones closed),
+    names, layout, spectators, openness and placement limit."""
+    return GameCreated(
+        game_id=game_id,
+        players=state.players,
+        layout=_layout(state),
+        spectators="token" if state.spectators == "token" else "public",
+        max_placements=state.max_placements,
+        rules_version=RULES_VERSION,
+        open=state.open_table,
+        closed=state.closed,
+        follows=state.game_id,
+    )
 
 
 def _created(state: Game) -> Layout:
@@ -485,6 +609,23 @@ def _created(state: Game) -> Layout:
 def _check_seat(state: Game, seat: int) -> None:
     if not 0 <= seat < len(state.players):
         raise Forbidden(f"seat {seat} is not a seat of this game")
+    if seat in state.closed:
+        raise SeatIsClosed(f"seat {seat} was closed: it takes no part in this game")
+
+
+def _target(state: Game, seat: int) -> int:
+    """The seat a host's command names, checked: a seat of this game, not closed."""
+    if not 0 <= seat < len(state.players):
+        raise BadRequest(f"seat {seat} is not a seat of this game (seats 0 to {len(state.players) - 1})")
+    if seat in state.closed:
+        raise SeatIsClosed(f"seat {seat} was closed: it takes no part in this game")
+    return seat
+
+
+def _check_full(state: Game) -> None:
+    if not state.full:
+        seats = ", ".join(str(seat) for seat in state.open_seats())
+        raise TableNotFull(f"seat(s) {seats} still open: play starts once every seat has a name or is closed")
 
 
 def _check_game(state: Game, expected_version: int | None) -> None:

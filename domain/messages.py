@@ -67,13 +67,15 @@ class BaseCommand(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=T
 
 
 class CreateGame(BaseCommand, frozen=True, tag="create_game"):
-    """Create a game for 1 to 4 players on a named layout."""
+    """Create a game for 1 to 4 seats on a named layout; a seat whose name is None is open (its player
+    names themselves with TakeSeat); `open` lists the game as an open table anyone may join."""
 
     game_id: Ref
-    players: Annotated[tuple[Name, ...], msgspec.Meta(min_length=1, max_length=4)]
+    players: Annotated[tuple[Name | None, ...], msgspec.Meta(min_length=1, max_length=4)]
     layout: str = "standard"
     spectators: Spectators = "public"
     max_placements: Annotated[int, msgspec.Meta(ge=1)] = 1000
+    open: bool = False
 
 
 class Place(BaseCommand, frozen=True, tag="place"):
@@ -114,7 +116,57 @@ class TakeBack(BaseCommand, frozen=True, tag="take_back"):
         patterns.check_end(self.id, patterns.COMMAND_ID, "$.id")
 
 
-Command = CreateGame | Place | EndGame | TakeBack
+Credential = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{64}$")]
+
+
+class TakeSeat(BaseCommand, frozen=True, tag="take_seat"):
+    """Give an open seat its player's name (from the seat's own token, or a join of an open table, which
+    also gives the seat a new token: `credential`, its hash)."""
+
+    seat: Seat
+    id: CommandId
+    name: Name
+    credential: Credential | None = None
+
+    def __post_init__(self) -> None:
+        patterns.check_end(self.id, patterns.COMMAND_ID, "$.id")
+
+
+class CloseSeat(BaseCommand, frozen=True, tag="close_seat"):
+    """The host closes an open seat before the first placement: it takes no part in the game."""
+
+    target: Seat
+    id: CommandId
+    seat: None = None  # a host's command: sent by no seat
+
+    def __post_init__(self) -> None:
+        patterns.check_end(self.id, patterns.COMMAND_ID, "$.id")
+
+
+class ReissueToken(BaseCommand, frozen=True, tag="reissue_token"):
+    """The host gives a seat a new token: `credential` is its hash (the shell hashes; the old one is void)."""
+
+    target: Seat
+    id: CommandId
+    credential: Credential
+    seat: None = None  # a host's command: sent by no seat
+
+    def __post_init__(self) -> None:
+        patterns.check_end(self.id, patterns.COMMAND_ID, "$.id")
+
+
+class PlayAgain(BaseCommand, frozen=True, tag="play_again"):
+    """Name the game that follows this ended one (a seat, or the host when `seat` is None); once only."""
+
+    id: CommandId
+    game_id: Ref
+    seat: Seat | None = None
+
+    def __post_init__(self) -> None:
+        patterns.check_end(self.id, patterns.COMMAND_ID, "$.id")
+
+
+Command = CreateGame | Place | EndGame | TakeBack | TakeSeat | CloseSeat | ReissueToken | PlayAgain
 
 
 # Events ----------------------------------------------------------------------------------------------
@@ -142,14 +194,22 @@ class BaseEvent(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=Tru
 
 
 class GameCreated(BaseEvent, frozen=True, tag="GameCreated"):
-    """A game began; it carries its whole layout, so it always replays on the board it was played on."""
+    """A game began; it carries its whole layout, so it always replays on the board it was played on.
+
+    `players` holds None for an open seat (widened from str: every stored game still reads); `closed`
+    the seats closed from the start (a next game keeps its previous game's); `open` whether it is listed
+    as an open table; `follows` the ended game it is the next game of.
+    """
 
     game_id: str
-    players: tuple[str, ...]
+    players: tuple[str | None, ...]
     layout: Layout
     spectators: Spectators = "public"
     max_placements: int = 1000
     rules_version: int = 1
+    open: bool = False
+    closed: tuple[int, ...] = ()
+    follows: str | None = None
 
 
 class ChairClaimed(BaseEvent, frozen=True, tag="ChairClaimed"):
@@ -201,5 +261,43 @@ class PlacementTakenBack(BaseEvent, frozen=True, tag="PlacementTakenBack"):
     version: int
 
 
-Event = GameCreated | ChairClaimed | ChairStolen | PlacedBelowLine | GameEnded | PlacementTakenBack
+class SeatTaken(BaseEvent, frozen=True, tag="SeatTaken"):
+    """An open seat's player named themselves (names as domain.names says, unique in the game)."""
+
+    seat: int
+    name: str
+
+
+class SeatClosed(BaseEvent, frozen=True, tag="SeatClosed"):
+    """The host closed an open seat before the first placement: it takes no part and is left unranked."""
+
+    seat: int
+
+
+class SeatTokenReissued(BaseEvent, frozen=True, tag="SeatTokenReissued"):
+    """The host gave the seat a new token: `credential` is the new token's SHA-256 (hex), never the token;
+    from here on only that token is the seat's."""
+
+    seat: int
+    credential: str
+
+
+class NextGame(BaseEvent, frozen=True, tag="NextGame"):
+    """The ended game's next game: the same seats, names, layout, spectators and openness (once only)."""
+
+    game_id: str
+
+
+Event = (
+    GameCreated
+    | ChairClaimed
+    | ChairStolen
+    | PlacedBelowLine
+    | GameEnded
+    | PlacementTakenBack
+    | SeatTaken
+    | SeatClosed
+    | SeatTokenReissued
+    | NextGame
+)
 PlacementEvent = ChairClaimed | ChairStolen | PlacedBelowLine

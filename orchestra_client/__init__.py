@@ -8,7 +8,8 @@
 It speaks protocol v1: hello (with `since` to resume; by default live frames carry view deltas, what
 changed, which it applies to `client.view`; `view="full"` for whole views, `view=False` for none),
 commands answered by id (`place`, `take_back` of the seat's last placement while it is the game's last
-event, `end_game`), `events` frames.
+event, `end_game`, `take_seat` of an open seat, `play_again` once the game ended), `events` frames;
+`client.next_game` (and `await client.wait_for_next_game()`) holds the next game a `next_game` frame named.
 When the connection drops (not when the server refuses it), it reconnects by itself with `since` set
 to the last version it saw and re-sends unanswered commands with their ids, which the server answers
 once.
@@ -21,9 +22,11 @@ The wall feed (`orchestra_client.wall`): `await WallClient.connect(base_url)` ke
 public game on the server's wall (live ones, then the most recently ended), current from the feed's
 changes (`apply_wall_changes`), and connects again by itself after a drop.
 
-HTTP helpers: `await create_game(base_url, ["Ada", "Ben"])` (the seats and their secret tokens, shown
-once), `await get_view(base_url, game_id, at=N)`, `await get_presence(base_url, game_id)` and
-`await get_events(base_url, game_id, after=N)`.
+HTTP helpers: `await create_game(base_url, ["Ada", None], open=True)` (the seats and their secret
+tokens, shown once, and the host's token; None: an open seat), `await join_game(base_url, game_id,
+"Ben")` (an open table's lowest open seat), `await open_tables(base_url)`, the host's `reissue_token`,
+`close_seat` and `next_game`, `await get_view(base_url, game_id, at=N)`, `await get_presence(base_url,
+game_id)` and `await get_events(base_url, game_id, after=N)`.
 
 Demo bots (`client.bots`): `await play_bot(base_url, game_id, seat_token, pace=(0.5, 1.5), rng_seed=1,
 max_placements=12)` places random legal tokens (the domain's own `legal_spaces` on the layout of the
@@ -33,7 +36,17 @@ them (Ada, Ben, Cy) against a server it starts, and prints the link to watch the
 (`orchestra_client.demo.play_demo`).
 """
 
-from orchestra_client.http import create_game, get_events, get_presence, get_view
+from orchestra_client.http import (
+    close_seat,
+    create_game,
+    get_events,
+    get_presence,
+    get_view,
+    join_game,
+    next_game,
+    open_tables,
+    reissue_token,
+)
 from orchestra_client.session import (
     ConnectionRefused,
     DeltaMismatch,
@@ -51,8 +64,13 @@ __all__ = [
     "WallClient",
     "apply_delta",
     "apply_wall_changes",
+    "close_seat",
     "create_game",
     "get_events",
     "get_presence",
     "get_view",
+    "join_game",
+    "next_game",
+    "open_tables",
+    "reissue_token",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import httpx
@@ -14,21 +15,25 @@ def _headers(token: str | None) -> dict[str, str]:
 
 async def create_game(
     base_url: str,
-    players: list[str],
+    players: Sequence[str | None],
     *,
     layout: str | None = None,
     spectators: str | None = None,
     api_key: str | None = None,
+    open: bool | None = None,
 ) -> dict[str, Any]:
-    """POST /games; returns the answer (game_id, version, seats with tokens, watch_token).
+    """POST /games (None in `players`: an open seat; `open`: an open table); returns the answer
+    (game_id, version, seats with tokens, host_token, watch_token).
 
     Raises: httpx.HTTPStatusError when the server refuses.
     """
-    body: dict[str, Any] = {"players": players}
+    body: dict[str, Any] = {"players": list(players)}
     if layout is not None:
         body["layout"] = layout
     if spectators is not None:
         body["spectators"] = spectators
+    if open is not None:
+        body["open"] = open
     async with httpx.AsyncClient(base_url=base_url, timeout=10) as http:
         response = await http.post("/games", json=body, headers=_headers(api_key))
         response.raise_for_status()
@@ -74,3 +79,48 @@ async def get_events(
         )
         response.raise_for_status()
         return [msgspec.json.decode(line) for line in response.content.splitlines() if line]
+
+
+async def _post(base_url: str, path: str, body: Any = None, token: str | None = None) -> Any:
+    async with httpx.AsyncClient(base_url=base_url, timeout=10) as http:
+        response = await http.post(path, json=body, headers=_headers(token))
+        response.raise_for_status()
+        return response.json()
+
+
+async def join_game(base_url: str, game_id: str, name: str) -> dict[str, Any]:
+    """POST /games/{id}/join: the lowest open seat of an open table for `name`; {"seat", "token"}.
+
+    Raises: httpx.HTTPStatusError (409 no_open_seat, 403 not an open table, 429...)."""
+    joined: dict[str, Any] = await _post(base_url, f"/games/{game_id}/join", {"name": name})
+    return joined
+
+
+async def open_tables(base_url: str) -> list[dict[str, Any]]:
+    """GET /games/open: the open tables with a seat left (game_id, players, open_seats, version)."""
+    async with httpx.AsyncClient(base_url=base_url, timeout=10) as http:
+        response = await http.get("/games/open")
+        response.raise_for_status()
+        found: list[dict[str, Any]] = response.json()
+        return found
+
+
+async def reissue_token(base_url: str, game_id: str, seat: int, host_token: str) -> str:
+    """The host gives `seat` a new token (the old one plays no more); the new token."""
+    answer = await _post(base_url, f"/games/{game_id}/seats/{seat}/token", token=host_token)
+    token: str = answer["token"]
+    return token
+
+
+async def close_seat(base_url: str, game_id: str, seat: int, host_token: str) -> dict[str, Any]:
+    """The host closes an open seat before the first placement; {"seat", "version"}."""
+    closed: dict[str, Any] = await _post(base_url, f"/games/{game_id}/seats/{seat}/close", token=host_token)
+    return closed
+
+
+async def next_game(base_url: str, game_id: str, host_token: str) -> str:
+    """The host starts the ended game's next game (or gets the one started already); its id. Every token
+    of the ended game, the host's too, plays the same part there."""
+    answer = await _post(base_url, f"/games/{game_id}/next", token=host_token)
+    game: str = answer["game_id"]
+    return game

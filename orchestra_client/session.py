@@ -27,7 +27,11 @@ PLACEMENT_EVENTS = ("ChairClaimed", "ChairStolen", "PlacedBelowLine")
 # Close codes after which reconnecting cannot help: the server refused this client (1008), or the game's
 # stored history cannot be read (1011, damaged_game). Every other end of a connection (a drop, 1012
 # "service restart", 1013 "try again later") is retried.
-REFUSED = frozenset({1008, 1011})
+# Close codes after which a reconnect cannot help: policy, a damaged game, the seat's token reissued by
+# the host (4003) or the seat closed (4004).
+TOKEN_REISSUED = 4003
+SEAT_CLOSED = 4004
+REFUSED = frozenset({1008, 1011, TOKEN_REISSUED, SEAT_CLOSED})
 # The server's store no longer holds what this connection was sent (it lost acknowledged writes, and
 # others were written at their versions): the resume takes the whole history again, from version 0.
 HISTORY_CHANGED = 4001
@@ -206,6 +210,9 @@ class GameClient(FrameStream):
         # Who is at the table: the last presence frame's `seats` and `spectators` (None before the first).
         self.presence: Json | None = None
         self._presence_seen = asyncio.Event()
+        # The ended game's next game, once started: {"game_id", "token" (this connection's there)}.
+        self.next_game: Json | None = None
+        self._next_game_seen = asyncio.Event()
         self.reconnects = 0
         self.closed_with: tuple[int | None, str] | None = None
         self._ws: ClientConnection | None = None
@@ -301,6 +308,22 @@ class GameClient(FrameStream):
     async def end_game(self, **fields: Any) -> Json:
         """End the game (seat 0 only)."""
         return await self.send({"type": "end_game", **fields})
+
+    async def take_seat(self, name: str, **fields: Any) -> Json:
+        """Name this client's open seat (`seat_taken` when it has a name already)."""
+        return await self.send({"type": "take_seat", "name": name, **fields})
+
+    async def play_again(self, **fields: Any) -> Json:
+        """Start the ended game's next game, or get the one started already (`game_not_over` before the
+        end); the `next_game` frame that follows sets `next_game` (see `wait_for_next_game`)."""
+        return await self.send({"type": "play_again", **fields})
+
+    async def wait_for_next_game(self, timeout: float = 10.0) -> Json:
+        """The ended game's next game, once a `next_game` frame named it: {"game_id", "token"} (no token
+        for a public spectator). Raises: TimeoutError."""
+        await asyncio.wait_for(self._next_game_seen.wait(), timeout)
+        assert self.next_game is not None
+        return self.next_game
 
     async def send_raw(self, data: str | bytes) -> None:
         """Send any text or bytes as one frame (for tests of hostile input)."""
@@ -419,6 +442,9 @@ class GameClient(FrameStream):
             self.presence = {"seats": frame["seats"], "spectators": frame["spectators"]}
             self._presence_seen.set()
             return
+        if kind == "next_game":  # kept in `next_game`, and queued too
+            self.next_game = {key: value for key, value in frame.items() if key != "type"}
+            self._next_game_seen.set()
         if kind in ("accepted", "rejected") and frame.get("id") in self._pending:
             _, future = self._pending[frame["id"]]
             if kind == "accepted" and frame.get("version", 0) > self.version:

@@ -19,9 +19,13 @@ from domain import (
     Game,
     GameCreated,
     GameEnded,
+    NextGame,
     PlacementTakenBack,
     Score,
+    SeatClosed,
     Seated,
+    SeatTaken,
+    SeatTokenReissued,
     SpaceState,
     evolve,
     fold,
@@ -30,11 +34,13 @@ from domain import (
 from domain.messages import Amounts
 
 
-class PlayerView(msgspec.Struct, frozen=True, gc=False):
-    """A seat and its player's name."""
+class PlayerView(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
+    """A seat and its player's name: None while the seat is open; `closed` (only when true) for a seat the
+    host closed, which takes no part."""
 
     seat: int
-    name: str
+    name: str | None
+    closed: bool = False
 
 
 class ChairSpaceView(msgspec.Struct, frozen=True, gc=False, tag_field="kind", tag="standard"):
@@ -87,6 +93,10 @@ def apply(board: Board, event: Event) -> Board:
         return Board(game, render(game))
     if isinstance(event, GameEnded):
         return Board(game, replace(view, version=game.version, ended=True))
+    if isinstance(event, SeatTaken | SeatClosed):
+        return Board(game, replace(view, version=game.version, players=_players(game)))
+    if isinstance(event, SeatTokenReissued | NextGame):  # nothing on the board changes
+        return Board(game, replace(view, version=game.version))
     if isinstance(event, PlacementTakenBack):
         # The state before the placement is back: the spaces whose state changed are rendered again.
         before = board.game.spaces
@@ -130,13 +140,17 @@ def render(game: Game) -> View:
         game_id=game.game_id,
         version=game.version,
         ended=game.ended,
-        players=tuple(PlayerView(seat, name) for seat, name in enumerate(game.players)),
+        players=_players(game),
         spaces={
             space.id: _render_space(game.spaces[space.id], "rare" if space.rare else "standard")
             for space in game.layout.spaces
         },
         scores=scores(game),
     )
+
+
+def _players(game: Game) -> tuple[PlayerView, ...]:
+    return tuple(PlayerView(seat, name, seat in game.closed) for seat, name in enumerate(game.players))
 
 
 def view_at(events: Iterable[Event], version: int) -> View:

@@ -14,7 +14,7 @@ import msgspec
 
 from domain import Score, Seated
 from domain.messages import Amounts
-from projections.board import ChairSpaceView, RareSpaceView, SpaceView, View
+from projections.board import ChairSpaceView, PlayerView, RareSpaceView, SpaceView, View
 
 
 class ChairSpaceAdded(msgspec.Struct, frozen=True, gc=False, tag_field="kind", tag="standard"):
@@ -48,16 +48,18 @@ class ScoreChange(msgspec.Struct, frozen=True, gc=False):
     held: dict[str, int]
 
 
-class ViewDelta(msgspec.Struct, frozen=True, gc=False):
+class ViewDelta(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
     """A live frame's `view_delta`: each changed space's chair and the end of its list (`added`), a space
-    the view held did not have or had of another kind, whole (`spaces`), and the seats whose scores
-    changed (`score_changes`)."""
+    the view held did not have or had of another kind, whole (`spaces`), the seats whose scores
+    changed (`score_changes`), and the players whole when a seat was taken or closed (`players`, only
+    then)."""
 
     version: int
     ended: bool
     spaces: dict[str, SpaceView]
     added: dict[str, SpaceAdded]
     score_changes: tuple[ScoreChange, ...]
+    players: tuple[PlayerView, ...] | None = None
 
 
 def added(before: SpaceView | None, after: SpaceView) -> SpaceAdded | None:
@@ -122,7 +124,8 @@ def view_delta(before: View, after: View) -> ViewDelta:
         score_changes.append(
             ScoreChange(score.seat, score.prestige, score.resources, _held(old_score, score, changed))
         )
-    return ViewDelta(after.version, after.ended, whole, extended, tuple(score_changes))
+    players = None if after.players is before.players or after.players == before.players else after.players
+    return ViewDelta(after.version, after.ended, whole, extended, tuple(score_changes), players)
 
 
 def _adds_nothing(before: SpaceView | None, addition: SpaceAdded) -> bool:

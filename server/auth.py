@@ -1,4 +1,4 @@
-"""Seat and watch tokens: random, shown once, stored only as hashes, compared in constant time."""
+"""Seat, watch and host tokens: random, shown once, stored only as hashes, compared in constant time."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import hmac
 import secrets
 
 WATCH = "watch"
+# The host's credential: reissues seat tokens, closes seats, starts the next game; watches as a spectator.
+HOST = "host"
 
 
 def new_token() -> str:
@@ -29,8 +31,14 @@ def seat_key(seat: int) -> str:
     return f"seat:{seat}"
 
 
+def seat_of_key(field: str) -> int | None:
+    """The seat a credentials field names (`seat:N`), or None for `watch` and `host`."""
+    kind, _, number = field.partition(":")
+    return int(number) if kind == "seat" and number.isdigit() else None
+
+
 def identify(token: str, credentials: dict[str, str]) -> str | None:
-    """The credentials field (`seat:N` or `watch`) whose hash matches `token`, or None.
+    """The credentials field (`seat:N`, `watch` or `host`) whose hash matches `token`, or None.
 
     Every stored hash is compared, in constant time, whatever matches, so timing tells nothing.
     """

@@ -31,19 +31,20 @@ log = logging.getLogger(__name__)
 
 
 class SeatToken(msgspec.Struct, frozen=True):
-    """A seat of a new game and its secret token (shown once)."""
+    """A seat of a new game and its secret token (shown once); `name` None for an open seat."""
 
     seat: int
-    name: str
+    name: str | None
     token: str
 
 
 class Created(msgspec.Struct, frozen=True, omit_defaults=True):
-    """The answer to creating a game."""
+    """The answer to creating a game: its seats' tokens, the host's and a private game's watch token."""
 
     game_id: str
     version: int
     seats: list[SeatToken]
+    host_token: str
     watch_token: str | None = None
 
 
@@ -94,15 +95,16 @@ class Games:
 
     async def create(
         self,
-        players: Sequence[str],
+        players: Sequence[str | None],
         layout: str = "standard",
         spectators: str = "public",
         *,
         creator: str | None = None,
+        open_table: bool = False,
     ) -> Created:
-        """Create a game with fresh seat tokens (and a watch token for a private game); a public game is
-        listed (server.engine.listing), with a keyed hash of `creator` (its creator's address bucket) when
-        given.
+        """Create a game with fresh seat tokens (open seats' too), a host token, and a watch token for a
+        private game; a public game is listed (server.engine.listing), with a keyed hash of `creator` (its
+        creator's address bucket) when given; `open_table` lists it as an open table.
 
         Raises: Rejected (bad players or layout), TooManyGames (the store holds `max_games` live games),
         StoreFull, StoreUnavailable.
@@ -116,34 +118,47 @@ class Games:
                 "layout": layout,
                 "spectators": spectators,
                 "max_placements": self.max_placements,
+                "open": open_table,
             },
             CreateGame,
         )
-        events = decide(Game(), command)
+        [created] = decide(Game(), command)
+        assert isinstance(created, GameCreated)  # what decide answers a CreateGame with
         tokens = [auth.new_token() for _ in players]
         credentials = {auth.seat_key(seat): auth.digest(token) for seat, token in enumerate(tokens)}
+        host = auth.new_token()
+        credentials[auth.HOST] = auth.digest(host)
         watch = auth.new_token() if spectators == "token" else None
         if watch is not None:
             credentials[auth.WATCH] = auth.digest(watch)
-        command_id = f"create:{auth.new_token()[:16]}"
-        node = self.node
-        _, data, _ = envelope.seal(
-            game_id, 0, envelope.GENESIS, node.clock(), command_id, None, events, node.signer
-        )
+        await self.write_new(created, credentials, creator=creator)
         # The names as the game keeps them (trimmed, NFC: domain.names), not as they were sent.
-        created = events[0]
-        assert isinstance(created, GameCreated)  # what decide answers a CreateGame with
         names = created.players
-        hashed = None if creator is None else creator_of(creator, self._creator_key)
-        listing = listing_of(names, hashed) if created.spectators == "public" else None
-        await self.store.create(game_id, data[0], credentials, listing=listing, max_live=self.max_games)
-        log.info("game created", extra={"game_id": game_id, "version": 1, "count": len(players)})
-        if listing is not None and self.on_listed is not None:
-            self.on_listed(game_id, hashed)
         seats = [
             SeatToken(seat, name, token) for seat, (name, token) in enumerate(zip(names, tokens, strict=True))
         ]
-        return Created(game_id=game_id, version=1, seats=seats, watch_token=watch)
+        return Created(game_id=game_id, version=1, seats=seats, host_token=host, watch_token=watch)
+
+    async def write_new(
+        self, created: GameCreated, credentials: dict[str, str], *, creator: str | None = None
+    ) -> None:
+        """Write a new game's first event with its credential hashes; list it when public.
+
+        Raises: GameExists, TooManyGames, StoreFull, StoreUnavailable.
+        """
+        game_id = created.game_id
+        command_id = f"create:{auth.new_token()[:16]}"
+        node = self.node
+        _, data, _ = envelope.seal(
+            game_id, 0, envelope.GENESIS, node.clock(), command_id, None, [created], node.signer
+        )
+        hashed = None if creator is None else creator_of(creator, self._creator_key)
+        public = created.spectators == "public"
+        listing = listing_of(created.players, hashed, open_table=created.open) if public else None
+        await self.store.create(game_id, data[0], credentials, listing=listing, max_live=self.max_games)
+        log.info("game created", extra={"game_id": game_id, "version": 1, "count": len(created.players)})
+        if listing is not None and self.on_listed is not None:
+            self.on_listed(game_id, hashed)
 
     def held(self, game_id: str) -> LiveGame | None:
         """The game if this node holds it (now its most recently used), without a read; else None."""

@@ -18,7 +18,7 @@ import logging
 
 import msgspec
 
-from domain import GameCreated, GameEnded
+from domain import GameCreated, GameEnded, NextGame
 from server.engine import envelope
 from server.engine.presence import Presence
 from server.protocol.frames import Presence as PresenceNow
@@ -36,15 +36,16 @@ class Listing(msgspec.Struct, frozen=True, omit_defaults=True):
     """What the index keeps of a public game from its creation on: its players, and who created it (a keyed
     hash of the creator's address bucket, `creator_of`: for the wall's share per creator; never shown)."""
 
-    players: list[str]
+    players: list[str | None]  # None: a seat open at the game's creation
     creator: str | None = None
+    open: bool = False  # an open table: anyone may join (GET /games/open)
 
 
 class GameSummary(msgspec.Struct, frozen=True):
     """A game in the list of games (with who is at its table now, in GET /games)."""
 
     game_id: str
-    players: list[str]
+    players: list[str | None]
     version: int
     ended: bool
     presence: PresenceNow | None = None
@@ -64,12 +65,27 @@ class _Newest(msgspec.Struct):
 _encode = msgspec.json.Encoder().encode
 _decode_listing = msgspec.json.Decoder(Listing).decode
 _decode_newest = msgspec.json.Decoder(_Newest).decode
-_ENDED = GameEnded.__struct_config__.tag
+# A game has ended when its newest event is its end, or the next game that follows its end.
+_ENDED = (GameEnded.__struct_config__.tag, NextGame.__struct_config__.tag)
 
 
-def listing_of(players: list[str] | tuple[str, ...], creator: str | None = None) -> bytes:
-    """The listing of a public game with these players (and its creator's hash, `creator_of`)."""
-    return _encode(Listing(list(players), creator))
+def listing_of(
+    players: list[str | None] | tuple[str | None, ...],
+    creator: str | None = None,
+    *,
+    open_table: bool = False,
+) -> bytes:
+    """The listing of a public game with these players (and its creator's hash, `creator_of`; whether it
+    is an open table)."""
+    return _encode(Listing(list(players), creator, open_table))
+
+
+def listed_open(listed: Listed) -> bool:
+    """Whether a listed game was created as an open table."""
+    try:
+        return _decode_listing(listed.listing).open
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return False
 
 
 def creator_key(secret: bytes) -> bytes:
@@ -96,7 +112,7 @@ def summary_of(listed: Listed) -> GameSummary | None:
     """The summary of a listed game; None when its listing or newest envelope does not decode."""
     try:
         players = _decode_listing(listed.listing).players
-        ended = _decode_newest(listed.last.data).event.type == _ENDED
+        ended = _decode_newest(listed.last.data).event.type in _ENDED
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None  # one damaged game must not hide every other one
     return GameSummary(listed.game_id, players, listed.last.version, ended)
@@ -139,8 +155,8 @@ async def _index_one(store: EventStore, game_id: str) -> bool:
         return False
     if not isinstance(created, GameCreated):
         return False
-    listing = listing_of(created.players) if created.spectators == "public" else None
-    await store.index(game_id, listing=listing, live=not isinstance(last, GameEnded))
+    listing = listing_of(created.players, open_table=created.open) if created.spectators == "public" else None
+    await store.index(game_id, listing=listing, live=not isinstance(last, GameEnded | NextGame))
     return True
 
 

@@ -33,15 +33,16 @@ from datetime import UTC, datetime
 import msgspec
 
 from domain import Event, Rejected, UnknownGame, decide, evolve
-from domain.messages import EndGame, Place, TakeBack
+from domain.messages import CloseSeat, EndGame, Place, PlayAgain, ReissueToken, TakeBack, TakeSeat
+from server import auth
 from server.engine import envelope
 from server.engine.envelope import Envelope, Record
 from server.engine.folded import Diverged, FoldedGame, GapError
 from server.engine.outbox import Outbox
 from server.engine.signing import Signer
 from server.metrics import Metrics
-from server.protocol.frames import DeltaFrame, EventsFrame, HistoryFrame, encode
-from server.protocol.session import HISTORY_CHANGED, TOO_SLOW, LiveView
+from server.protocol.frames import DeltaFrame, EventsFrame, HistoryFrame, NextGameFrame, encode
+from server.protocol.session import HISTORY_CHANGED, SEAT_CLOSED, TOKEN_REISSUED, TOO_SLOW, LiveView
 from server.store import (
     Append,
     Appended,
@@ -55,7 +56,7 @@ from server.store import (
 
 log = logging.getLogger(__name__)
 
-Command = Place | EndGame | TakeBack
+Command = Place | EndGame | TakeBack | TakeSeat | CloseSeat | ReissueToken | PlayAgain
 
 
 class Outcome(msgspec.Struct, frozen=True):
@@ -114,13 +115,20 @@ class Submission:
 
 
 class Follower:
-    """A connection following a game: its outbox, and what its live frames carry of the view."""
+    """A connection following a game: its outbox, what its live frames carry of the view, and its seat and
+    the token it came with (None for a public spectator): a reissue closes the seat's connections that
+    came with another token, and a next game hands each its token there."""
 
-    __slots__ = ("outbox", "view")
+    __slots__ = ("outbox", "view", "seat", "token", "digest")
 
-    def __init__(self, outbox: Outbox, view: LiveView = "delta") -> None:
+    def __init__(
+        self, outbox: Outbox, view: LiveView = "delta", seat: int | None = None, token: str | None = None
+    ) -> None:
         self.outbox = outbox
         self.view = view
+        self.seat = seat
+        self.token = token
+        self.digest = auth.digest(token) if token is not None else None
 
 
 class _Plan:
@@ -194,6 +202,7 @@ class LiveGame:
         self._credentials: asyncio.Future[dict[str, str]] | None = None
         self.gone = False  # the stream was deleted (archived)
         self.damage: UnreadableGame | None = None  # the stream holds an envelope that cannot be read
+        self._seats_seen = self._seats_now()  # what of the seats the followers were last told
 
     @property
     def version(self) -> int:
@@ -404,7 +413,9 @@ class LiveGame:
     # Folding what the stream holds ------------------------------------------------------------------
 
     async def credentials(self) -> dict[str, str]:
-        """The game's credential hashes (seat and watch tokens), read once: they never change.
+        """The game's credential hashes (seat, watch and host tokens): those written at its creation, read
+        once (they never change), with each reissued seat's hash from the game's events over them (what
+        this node folded: a caller that must not miss a reissue refreshes the game first).
 
         Callers that ask while the read is in flight share it: a game's players greeting it at once cost
         one read, not one each. A failed read is tried again by the next caller. Raises: StoreUnavailable.
@@ -412,7 +423,11 @@ class LiveGame:
         if self._credentials is None:
             self._credentials = asyncio.ensure_future(self._node.store.credentials(self.game_id))
             self._credentials.add_done_callback(self._credentials_read)
-        return await asyncio.shield(self._credentials)
+        stored = await asyncio.shield(self._credentials)
+        reissued = self.folded.board.game.reissued
+        if not reissued:
+            return stored
+        return {**stored, **{auth.seat_key(seat): credential for seat, credential in reissued.items()}}
 
     def _credentials_read(self, done: asyncio.Future[dict[str, str]]) -> None:
         if done.cancelled() or done.exception() is not None:
@@ -526,6 +541,7 @@ class LiveGame:
             extra={"game_id": self.game_id, "version": self.version, "stream_version": folded.version},
         )
         self.folded = folded
+        self._seats_seen = self._seats_now()  # its followers are closed below: nothing to tell them
         self._node.metrics.history_changed.inc()
         reason = f"the game's history changed (the store lost writes); reconnect: version {folded.version}"
         for follower in self.followers:
@@ -555,9 +571,13 @@ class LiveGame:
     # Followers and fan-out --------------------------------------------------------------------------
 
     def follow(self, follower: Follower) -> None:
-        """Send the follower every frame from the current version on; the game's tail runs while followed."""
+        """Send the follower every frame from the current version on (and the next game, when this ended
+        one has it); the game's tail runs while followed."""
         self.followers.append(follower)
         self._keep_tail()
+        next_id = self.folded.board.game.next_game
+        if next_id is not None:
+            follower.outbox.put(encode(NextGameFrame(next_id, follower.token)))
 
     def unfollow(self, follower: Follower) -> None:
         """Stop sending to the follower; the tail stops with the last one (and no watcher)."""
@@ -601,6 +621,7 @@ class LiveGame:
                 log.exception("the game's watcher failed", extra={"game_id": self.game_id})
         followers = self.followers
         if not followers:
+            self._seats_seen = self._seats_now()
             return
         envelopes = [msgspec.Raw(r.data) for r in records]
         frames: dict[LiveView, bytes] = {}
@@ -616,6 +637,46 @@ class LiveGame:
                 broken.append(follower)
         for follower in broken:
             self._drop(follower)
+        self._seats_changed()
+
+    def _seats_now(self) -> tuple[object, tuple[int, ...], str | None]:
+        game = self.folded.board.game
+        return game.reissued, game.closed, game.next_game
+
+    def _seats_changed(self) -> None:
+        """Tell the followers what the records just folded did to the seats: a reissued seat's connections
+        that came with another token are closed (TOKEN_REISSUED), a closed seat's (SEAT_CLOSED), and a
+        next game goes to every follower with its token there. Compared with what was last told, so it
+        holds however the records came (this node's round, the tail, a catch-up)."""
+        now = self._seats_now()
+        if now == self._seats_seen:
+            return
+        _, closed_before, next_before = self._seats_seen
+        self._seats_seen = now
+        game = self.folded.board.game
+        shut: list[tuple[Follower, int, str]] = []
+        for follower in self.followers:
+            seat = follower.seat
+            if seat is None:
+                continue
+            if seat in game.closed and seat not in closed_before:
+                shut.append((follower, SEAT_CLOSED, f"the host closed seat {seat}: it takes no part"))
+            elif seat in game.reissued and follower.digest != game.reissued[seat]:
+                reason = f"the host gave seat {seat} a new token: this link no longer plays it"
+                shut.append((follower, TOKEN_REISSUED, reason))
+        for follower, code, reason in shut:
+            self.unfollow(follower)
+            try:
+                follower.outbox.shut(code, reason)
+            except Exception:  # its connection ends when its task does
+                log.exception("a follower could not be closed", extra={"game_id": self.game_id})
+        if game.next_game is not None and next_before is None:
+            for follower in list(self.followers):
+                try:
+                    follower.outbox.put(encode(NextGameFrame(game.next_game, follower.token)))
+                except Exception:
+                    log.exception("a follower failed: closed", extra={"game_id": self.game_id})
+                    self._drop(follower)
 
     def _drop(self, follower: Follower) -> None:
         """Stop following for a follower that failed, and close its connection: it missed a frame, so it

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 
 import msgspec
 
-from domain import GameEnded
+from domain import GameEnded, NextGame
 from server.engine import envelope
 from server.engine.envelope import Record
 from server.engine.signing import TRAILER, Signer
@@ -66,7 +66,8 @@ def trailer_line(
     """The signed trailer of an export ending with `records`' last (a whole game's: never empty); with
     `credentials`, an archive's trailer carrying them."""
     last = records[-1]
-    ended = isinstance(envelope.decode(last.data).event, GameEnded)
+    # An ended game's last event is its end, or the next game that follows it.
+    ended = isinstance(envelope.decode(last.data).event, GameEnded | NextGame)
     head = envelope.chain_hash(last.data)
     unsigned: Trailer | ArchiveTrailer
     if credentials is None:

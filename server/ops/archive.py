@@ -29,7 +29,7 @@ from pathlib import Path
 
 import msgspec
 
-from domain import GameEnded
+from domain import GameEnded, NextGame
 from server.clock import utc_now
 from server.engine import envelope
 from server.engine.signing import Keyring, Signer
@@ -106,7 +106,7 @@ async def _export_and_delete(
     records = await store.read(game_id)
     if not records:
         raise ArchiveError(f"no game {game_id!r}")
-    if not force and not isinstance(envelope.decode(records[-1].data).event, GameEnded):
+    if not force and not isinstance(envelope.decode(records[-1].data).event, GameEnded | NextGame):
         raise ArchiveError(f"game {game_id!r} has not ended (use --force to archive it anyway)")
     stored = [r.data for r in records]
 

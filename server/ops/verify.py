@@ -25,15 +25,23 @@ import msgspec
 from domain import (
     ChairClaimed,
     ChairStolen,
+    CloseSeat,
     EndGame,
     Event,
     GameCreated,
     GameEnded,
+    NextGame,
     Place,
     PlacedBelowLine,
     PlacementTakenBack,
+    PlayAgain,
+    ReissueToken,
     Rejected,
+    SeatClosed,
+    SeatTaken,
+    SeatTokenReissued,
     TakeBack,
+    TakeSeat,
     decide,
 )
 from domain.rules import doubles
@@ -231,10 +239,12 @@ def _rule_problem(board: Board, event: Event, command_id: str, seat: int | None)
                 f"recorded under rules version {event.rules_version}; these are rules version {RULES_VERSION}"
             )
         return None
-    command = _command_of(board, event, command_id or "verify")
+    command = _command_of(board, event, command_id or "verify", seat)
     if command is None:
         return "the event names a space or seat the game does not have"
-    if seat != command.seat:
+    # A seat's token is reissued by the host (no seat) or by a join, in the command taking the seat.
+    joined = isinstance(event, SeatTokenReissued) and seat == event.seat
+    if seat != command.seat and not joined:
         return f"envelope seat {seat} is not the event's seat {command.seat}"
     try:
         decided = decide(board.game, command)
@@ -245,8 +255,22 @@ def _rule_problem(board: Board, event: Event, command_id: str, seat: int | None)
     return None
 
 
-def _command_of(board: Board, event: Event, command_id: str) -> Place | EndGame | TakeBack | None:
+def _command_of(
+    board: Board, event: Event, command_id: str, seat: int | None = None
+) -> Place | EndGame | TakeBack | TakeSeat | CloseSeat | ReissueToken | PlayAgain | None:
     game = board.game
+    try:
+        if isinstance(event, SeatTaken):
+            return TakeSeat(seat=event.seat, id=_safe_id(command_id), name=event.name)
+        if isinstance(event, SeatClosed):
+            return msgspec.convert({"target": event.seat, "id": _safe_id(command_id)}, CloseSeat)
+        if isinstance(event, SeatTokenReissued):
+            fields = {"target": event.seat, "id": _safe_id(command_id), "credential": event.credential}
+            return msgspec.convert(fields, ReissueToken)
+        if isinstance(event, NextGame):  # from a seat's play_again, or the host's (no seat)
+            return PlayAgain(seat=seat, id=_safe_id(command_id), game_id=event.game_id)
+    except msgspec.ValidationError:  # a seat out of range, a credential that is no hash
+        return None
     if isinstance(event, GameEnded):
         return EndGame(seat=event.seat, id=_safe_id(command_id))
     if isinstance(event, PlacementTakenBack):

@@ -20,6 +20,12 @@ CODES: tuple[str, ...] = (
     "game_over",
     "stale_version",
     "limit_reached",
+    "table_not_full",
+    "seat_taken",
+    "seat_closed",
+    "game_started",
+    "game_not_over",
+    "next_game_exists",
     # The rule, then the choices.
     "illegal_space",
     "cannot_take_back",
@@ -32,4 +38,4 @@ CODES: tuple[str, ...] = (
     "history_lost",
 )
 # Codes only an HTTP error carries.
-HTTP_ONLY: tuple[str, ...] = ("too_many_games",)
+HTTP_ONLY: tuple[str, ...] = ("too_many_games", "no_open_seat")

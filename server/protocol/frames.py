@@ -10,8 +10,8 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from domain import EndGame, Place, TakeBack, patterns
-from domain.messages import CommandId, Ref, Seat, Skill, Token
+from domain import EndGame, Place, PlayAgain, TakeBack, TakeSeat, patterns
+from domain.messages import CommandId, Name, Ref, Seat, Skill, Token
 from domain.vocabulary import Consolation, Material
 from server.protocol.codes import CODES
 
@@ -93,8 +93,39 @@ class TakeBackFrame(
         return TakeBack(seat=seat, id=self.id, expected_version=self.expected_version)
 
 
-CommandFrame = PlaceFrame | EndGameFrame | TakeBackFrame
-ClientFrame = Hello | PlaceFrame | EndGameFrame | TakeBackFrame
+class TakeSeatFrame(
+    msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag_field="type", tag="take_seat"
+):
+    """Naming oneself in the open seat of the connection's token, as a client sends it."""
+
+    id: CommandId
+    name: Name
+
+    def __post_init__(self) -> None:
+        patterns.check_end(self.id, patterns.COMMAND_ID, "$.id")
+
+    def command(self, seat: int) -> TakeSeat:
+        """The domain command, with the seat of the connection."""
+        return TakeSeat(seat=seat, id=self.id, name=self.name)
+
+
+class PlayAgainFrame(
+    msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag_field="type", tag="play_again"
+):
+    """Starting the next game of this ended one (or getting it, once started), as a client sends it."""
+
+    id: CommandId
+
+    def __post_init__(self) -> None:
+        patterns.check_end(self.id, patterns.COMMAND_ID, "$.id")
+
+    def command(self, seat: int) -> PlayAgain:
+        """The domain command, with the seat of the connection (the next game's id is the server's)."""
+        return PlayAgain(seat=seat, id=self.id, game_id="pending")
+
+
+CommandFrame = PlaceFrame | EndGameFrame | TakeBackFrame | TakeSeatFrame | PlayAgainFrame
+ClientFrame = Hello | PlaceFrame | EndGameFrame | TakeBackFrame | TakeSeatFrame | PlayAgainFrame
 
 decode_frame = msgspec.json.Decoder(ClientFrame).decode
 _decode_loose = msgspec.json.Decoder(dict[str, Any]).decode
@@ -179,6 +210,15 @@ class PresenceFrame(msgspec.Struct, frozen=True, tag_field="type", tag="presence
 
     seats: list[SeatPresence]
     spectators: Annotated[int, msgspec.Meta(ge=0)]
+
+
+class NextGameFrame(msgspec.Struct, frozen=True, omit_defaults=True, tag_field="type", tag="next_game"):
+    """The ended game's next game has started: its id and, for a connection that came with a token (a
+    seat's, a private game's watch token, the host's), the token that does the same there (tokens carry
+    over to the next game)."""
+
+    game_id: str
+    token: str | None = None
 
 
 encode = msgspec.json.Encoder().encode

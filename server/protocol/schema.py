@@ -57,6 +57,7 @@ SERVER_FRAMES = (
     DeltaFrame,
     frames.HistoryFrame,
     frames.PresenceFrame,
+    frames.NextGameFrame,
 )
 # The definition named for each tagged union, by one of its members (a union without one stays inline).
 UNIONS = {
@@ -68,12 +69,18 @@ UNIONS = {
 # GET /games/{id}: the view now, with the presence now beside its fields (presence is no part of the view,
 # which is a fold of the game's events alone).
 GAME: dict[str, Any] = {
-    "description": "GET /games/{id}: the view now, and beside its fields who is at the table now.",
+    "description": (
+        "GET /games/{id}: the view now, and beside its fields who is at the table now (and, once an ended "
+        "game has it, its next game)."
+    ),
     "allOf": [
         {"$ref": REF.format(name="View")},
         {
             "type": "object",
-            "properties": {"presence": {"$ref": REF.format(name="Presence")}},
+            "properties": {
+                "presence": {"$ref": REF.format(name="Presence")},
+                "next_game": {"type": "string", "description": "the ended game's next game (play again)"},
+            },
             "required": ["presence"],
         },
     ],

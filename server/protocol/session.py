@@ -24,7 +24,7 @@ from typing import Literal
 import msgspec
 
 from domain import Rejected
-from domain.messages import EndGame, Place, TakeBack
+from domain.messages import EndGame, Place, PlayAgain, TakeBack, TakeSeat
 from server import auth
 from server.protocol.frames import (
     Accepted,
@@ -47,6 +47,10 @@ DAMAGED = 1011
 # The stream no longer holds what this connection was sent (the store lost acknowledged writes and others
 # were written at their versions): reconnect, and take the game as the new welcome and history give it.
 HISTORY_CHANGED = 4001
+# The host gave this connection's seat a new token: the token it came with plays no more (the page says so).
+TOKEN_REISSUED = 4003
+# The host closed this connection's seat: it takes no part in the game.
+SEAT_CLOSED = 4004
 HISTORY_CHUNK = 200
 # RFC 6455: a close frame's payload is at most 125 bytes, two of them the code.
 MAX_CLOSE_REASON_BYTES = 123
@@ -80,7 +84,7 @@ class Join:
 class Submit:
     """Hand the command to its game; its outcome comes back through `Session.answer`."""
 
-    command: Place | EndGame | TakeBack
+    command: Place | EndGame | TakeBack | TakeSeat | PlayAgain
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,9 +287,8 @@ def _seat_of(token: str | None, public: bool, credentials: Mapping[str, str]) ->
     field = auth.identify(token, dict(credentials))
     if field is None:
         return None
-    if field == auth.WATCH:
-        return -1
-    return int(field.split(":", 1)[1])
+    seat = auth.seat_of_key(field)
+    return -1 if seat is None else seat  # the watch and the host tokens watch
 
 
 def close_reason(text: str) -> str:

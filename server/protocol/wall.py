@@ -30,7 +30,7 @@ class WallGame(msgspec.Struct, frozen=True):
     (`presence`, as the presence frame and GET /games/{id} say it)."""
 
     game_id: str
-    players: list[str]
+    players: list[str | None]  # None: a seat still open
     layout: Layout
     version: Version
     ended: bool

@@ -29,7 +29,7 @@ from server.ops import signing_keys
 from server.ops.embedded_redis import EmbeddedRedis
 from server.store import EventStore, StoreError
 from server.store.redis import RedisEventStore
-from server.web import http, pages, wall, ws
+from server.web import http, pages, tables, wall, ws
 from server.web.access import AccessLog
 from server.web.context import Context
 
@@ -135,6 +135,7 @@ def create_app(
     routes = [
         Route("/games", http.create_game, methods=["POST"]),
         Route("/games", http.list_games, methods=["GET"]),
+        *tables.routes,  # before /games/{game_id}: GET /games/open is no game
         Route("/games/{game_id}", http.get_game, methods=["GET"]),
         Route("/games/{game_id}/events", http.get_events, methods=["GET"]),
         WebSocketRoute("/games/{game_id}/ws", ws.game_socket),

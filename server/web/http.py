@@ -27,11 +27,12 @@ _encode = msgspec.json.Encoder().encode
 
 
 class NewGame(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """The body of POST /games."""
+    """The body of POST /games: a seat's name, or null for an open seat; `open` lists an open table."""
 
-    players: Annotated[list[Name], msgspec.Meta(min_length=1, max_length=4)]
+    players: Annotated[list[Name | None], msgspec.Meta(min_length=1, max_length=4)]
     layout: str = "standard"
     spectators: Literal["public", "token"] = "public"
+    open: bool = False
 
 
 _decode_new_game = msgspec.json.Decoder(NewGame).decode
@@ -61,7 +62,8 @@ def store_error(exc: StoreError) -> Response:
     return unavailable()
 
 
-def _bearer(request: Request) -> str | None:
+def bearer(request: Request) -> str | None:
+    """The token of an `Authorization: Bearer` header, or None."""
     header = request.headers.get("authorization", "")
     scheme, _, value = header.partition(" ")
     return value.strip() if scheme.lower() == "bearer" and value.strip() else None
@@ -75,10 +77,10 @@ async def create_game(request: Request) -> Response:
     """
     ctx: Context = request.app.state.ctx
     if ctx.settings.api_key is not None:
-        presented = _bearer(request) or ""
+        presented = bearer(request) or ""
         if not auth.identify(presented, {"key": auth.digest(ctx.settings.api_key)}):
             return error(401, "forbidden", "creating games needs the server's API key as a Bearer token")
-    body = await _read_body(request, ctx.settings.max_body_bytes)
+    body = await read_body(request, ctx.settings.max_body_bytes)
     if body is None:
         return error(413, "too_large", f"a request body may hold {ctx.settings.max_body_bytes} bytes")
     try:
@@ -88,13 +90,17 @@ async def create_game(request: Request) -> Response:
         return error(400, "bad_request", str(exc))
     except Rejected as exc:
         return error(400, exc.code, exc.message)
-    refused = await _creation_rate(request, ctx)
+    refused = await creation_rate(request, ctx)
     if refused is not None:
         return refused
     try:
         host = request.client.host if request.client else None
         created = await ctx.games.create(
-            new.players, new.layout, new.spectators, creator=client_key(host or "unknown")
+            new.players,
+            new.layout,
+            new.spectators,
+            creator=client_key(host or "unknown"),
+            open_table=new.open,
         )
     except Rejected as exc:
         return error(400, exc.code, exc.message)
@@ -114,13 +120,18 @@ def _check(new: NewGame) -> None:
     """Decide the creation on an empty game, as the game's creation will (pure, no store call): raises
     Rejected for players or a layout the rules refuse."""
     command = CreateGame(
-        game_id="check", players=tuple(new.players), layout=new.layout, spectators=new.spectators
+        game_id="check",
+        players=tuple(new.players),
+        layout=new.layout,
+        spectators=new.spectators,
+        open=new.open,
     )
     decide(Game(), command)
 
 
-async def _creation_rate(request: Request, ctx: Context) -> Response | None:
-    """Spend one of the client address's creations: None, or the 429 (or 503 without the store) to answer."""
+async def creation_rate(request: Request, ctx: Context) -> Response | None:
+    """Spend one of the client address's creations (a join spends one too): None, or the 429 (or 503
+    without the store) to answer."""
     host = request.client.host if request.client else None
     # This node's bucket first: a flood from one address is refused without a store call. Then the
     # bucket every node shares, so that a client reaching several nodes still gets the one rate.
@@ -169,8 +180,12 @@ async def get_game(request: Request) -> Response:
         at = request.query_params.get("at")
         if at is None:
             view = game.folded.view_json
-            [presence] = await ctx.presence.of([(game_id, len(game.folded.board.game.players))])
-            return Response(_beside(view, b"presence", _encode(presence)), media_type="application/json")
+            state = game.folded.board.game
+            [presence] = await ctx.presence.of([(game_id, len(state.players))])
+            document = _beside(view, b"presence", _encode(presence))
+            if state.next_game is not None:  # the ended game's next game (issue 40: play again)
+                document = _beside(document, b"next_game", _encode(state.next_game))
+            return Response(document, media_type="application/json")
         version = _int(at, default=None, low=1, high=game.version)
         if version is None:
             return error(400, "bad_request", f"at must be an integer from 1 to {game.version}")
@@ -251,7 +266,7 @@ async def may_read(request: Request, ctx: Context, game_id: str, game: LiveGame 
     state = game.folded.board.game
     if state.spectators == "public":
         return None
-    token = _bearer(request)
+    token = bearer(request)
     if token is not None and auth.identify(token, await game.credentials()):
         return None
     return error(
@@ -265,7 +280,8 @@ def _beside(document: bytes, name: bytes, value: bytes) -> bytes:
     return b'%s,"%s":%s}' % (document[:-1], name, value)
 
 
-async def _read_body(request: Request, limit: int) -> bytes | None:
+async def read_body(request: Request, limit: int) -> bytes | None:
+    """The request's body, or None past `limit` bytes."""
     declared = request.headers.get("content-length")
     if declared is not None and _digits(declared) and int(declared) > limit:
         return None

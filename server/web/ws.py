@@ -14,8 +14,9 @@ import time
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from domain import Rejected
+from domain import PlayAgain, Rejected
 from server.compat.uvicorn import shared_closer, shared_writer
+from server.engine import tables
 from server.engine.outbox import Outbox
 from server.engine.owner import Command, Follower, LiveGame, Outcome
 from server.protocol.session import (
@@ -62,7 +63,7 @@ async def game_socket(websocket: WebSocket) -> None:
     try:
         game = await ctx.games.get(game_id, refresh=True)
         public = game is not None and game.folded.board.game.spectators == "public"
-        token = actions[0].hello.token
+        token = actions_token = actions[0].hello.token
         credentials = await game.credentials() if game is not None and token else {}
     except UnreadableGame as exc:
         await _carry_out(websocket, ctx, session, session.refuse("damaged_game", str(exc), DAMAGED))
@@ -100,7 +101,9 @@ async def game_socket(websocket: WebSocket) -> None:
         write=shared_writer(websocket.scope),
         close_now=shared_closer(websocket.scope, settings.slow_close_grace),
     )
-    follower = Follower(outbox, session.view)
+    # Its seat and token: a reissue closes the seat's connections that came with another token, and a
+    # next game hands each connection its token there.
+    follower = Follower(outbox, session.view, session.seat, actions_token)
     game.follow(follower)
     # Its presence frame waits in the outbox behind the welcome and any history.
     seats = len(game.folded.board.game.players)
@@ -156,7 +159,9 @@ async def _serve(
         if message["type"] == "websocket.disconnect":
             return
         for action in session.receive(message.get("text"), game.version):
-            if isinstance(action, Submit):
+            if isinstance(action, Submit) and isinstance(action.command, PlayAgain):
+                await _play_again(ctx, session, game, outbox, action.command)
+            elif isinstance(action, Submit):
                 # A connection's frames are answered in the order they came: the next is read once this
                 # command has its answer.
                 await _submit(ctx, session, game, outbox, action.command)
@@ -213,6 +218,21 @@ def _submit(
 
     game.submit(command, reply)
     return answered
+
+
+async def _play_again(
+    ctx: Context, session: Session, game: LiveGame, outbox: Outbox, command: PlayAgain
+) -> None:
+    """Start the ended game's next game, or get the one started already: answered `accepted` with the
+    NextGame envelope (the `next_game` frame follows, as to every connection of the game)."""
+    try:
+        _, outcome, _ = await tables.play_again(ctx.games, game.game_id, command.seat, command.id)
+    except (Rejected, StoreError) as exc:
+        answer = session.refused(command.id, exc, game.version)
+        ctx.metrics.rejected(answer.code or "unavailable")
+        outbox.put(answer.data)
+        return
+    outbox.put(session.accepted(command.id, outcome.version, outcome.envelopes).data)
 
 
 async def _close(websocket: WebSocket, code: int, reason: str) -> None:

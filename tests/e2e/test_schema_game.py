@@ -256,14 +256,52 @@ async def play(url: str) -> Played:
 
         for peer in (full, v1, bare, ada, ben, cy, dan, late):
             await peer.until(lambda f: f["type"] == "events" and f["envelopes"][-1]["version"] == 12)
+        table_id = await play_a_table(url, http, played)
         for peer in played.peers:
             await peer.close()
         played.envelopes = [
-            json.loads(line) for line in (await http.get(f"/games/{game_id}/events")).text.splitlines()
+            json.loads(line)
+            for game in (game_id, table_id)
+            for line in (await http.get(f"/games/{game}/events")).text.splitlines()
         ]
         played.views = [(await http.get(f"/games/{game_id}", params={"at": n})).json() for n in range(1, 13)]
     played.codes.update(f["code"] for f in played.server_frames if f["type"] == "rejected")
     return played
+
+
+async def play_a_table(url: str, http: httpx.AsyncClient, played: Played) -> str:
+    """A table (issue 40): open seats taken and closed, a token reissued, the end, and the next game;
+    every refusal of them a client can cause. Its id."""
+    created = (await http.post("/games", json={"players": ["Eve", None, None]})).json()
+    game_id, host = created["game_id"], {"authorization": f"Bearer {created['host_token']}"}
+    tokens = [seat["token"] for seat in created["seats"]]
+    eve, fay, gus = [
+        await connect(url, game_id, n, token=t) for n, t in zip(("Eve", "Fay", "Gus"), tokens, strict=True)
+    ]
+    played.peers += [eve, fay, gus]
+
+    async def answer(peer: Peer, frame: dict[str, Any], expected: str) -> dict[str, Any]:
+        got = await peer.command(frame)
+        assert (got["type"], got.get("code", "accepted")) == ("rejected", expected) or (
+            got["type"] == expected
+        ), got
+        return got
+
+    await answer(eve, {"type": "place", "id": "e-1", "token": PERF, "space": "viola"}, "table_not_full")
+    await answer(eve, {"type": "take_seat", "id": "e-2", "name": "Zed"}, "seat_taken")
+    await answer(eve, {"type": "play_again", "id": "e-3"}, "game_not_over")
+    await answer(fay, {"type": "take_seat", "id": "f-1", "name": "Fay"}, "accepted")
+    assert (await http.post(f"/games/{game_id}/seats/2/close", headers=host)).status_code == 200
+    reissued = await http.post(f"/games/{game_id}/seats/1/token", headers=host)
+    assert reissued.status_code == 200
+    closed = await connect(url, game_id, "Gus again", token=tokens[2])
+    played.peers.append(closed)
+    await answer(closed, {"type": "place", "id": "g-1", "token": PERF, "space": "viola"}, "seat_closed")
+    await answer(eve, {"type": "place", "id": "e-4", "token": PERF, "space": "viola"}, "accepted")
+    await answer(eve, {"type": "end_game", "id": "e-5"}, "accepted")
+    await answer(eve, {"type": "play_again", "id": "e-6"}, "accepted")
+    await eve.until(lambda f: f["type"] == "next_game")
+    return str(game_id)
 
 
 @pytest.fixture(scope="module")
@@ -288,7 +326,7 @@ def shape(frame: dict[str, Any]) -> str:
     """The definition a server frame should match."""
     if frame["type"] != "events":
         kinds = {"welcome": "Welcome", "accepted": "Accepted", "rejected": "RejectedFrame"}
-        return {**kinds, "presence": "PresenceFrame"}[frame["type"]]
+        return {**kinds, "presence": "PresenceFrame", "next_game": "NextGameFrame"}[frame["type"]]
     return "EventsFrame" if "view" in frame else "DeltaFrame" if "view_delta" in frame else "HistoryFrame"
 
 
@@ -347,6 +385,7 @@ def test_the_game_covers_every_frame_event_and_rejection_a_client_can_cause(play
         "DeltaFrame",
         "HistoryFrame",
         "PresenceFrame",
+        "NextGameFrame",
     }
     events = {(e["event"]["type"], e["event"].get("reason")) for e in played.envelopes}
     assert events == {
@@ -359,6 +398,10 @@ def test_the_game_covers_every_frame_event_and_rejection_a_client_can_cause(play
         ("PlacedBelowLine", "instrument_holds"),
         ("PlacementTakenBack", None),
         ("GameEnded", None),
+        ("SeatTaken", None),
+        ("SeatClosed", None),
+        ("SeatTokenReissued", None),
+        ("NextGame", None),
     }, "a new kind of event or reason: have this game make one"
     # Every kind of client frame was sent, and every code a client can cause came back: all but the
     # store's (unavailable, store_full, damaged_game, archiving: an operator's doing, tested on their own),
@@ -366,7 +409,9 @@ def test_the_game_covers_every_frame_event_and_rejection_a_client_can_cause(play
     tags = {frame.__struct_config__.tag for frame in get_args(ClientFrame)}
     assert {f["type"] for f in played.client_frames} == tags, "a new client frame: have this game send one"
     not_on_the_wire = set() if "take_back" in tags else {"cannot_take_back"}
-    store = {"unavailable", "store_full", "damaged_game", "archiving"}
+    store = {"unavailable", "store_full", "damaged_game", "archiving", "history_lost"}
+    # Closing a seat is the host's, over HTTP (game_started); next_game_exists is answered with the game.
+    not_on_the_wire |= {"game_started", "next_game_exists"}
     assert set(played.codes) == set(CODES) - store - not_on_the_wire
     history = [f for f in frames if shape(f) == "HistoryFrame"]
     assert (

@@ -219,7 +219,7 @@ async def test_players_greeting_a_game_at_once_share_one_credentials_read_and_a_
     assert store.credential_reads == 1
     read = await asyncio.wait_for(asyncio.gather(*(game.credentials() for _ in range(3))), 1)
     assert store.credential_reads == 2
-    assert read[0] == read[1] == read[2] and set(read[0]) == {"seat:0", "seat:1", "seat:2"}
+    assert read[0] == read[1] == read[2] and set(read[0]) == {"seat:0", "seat:1", "seat:2", "host"}
     assert await game.credentials() == read[0]
     assert store.credential_reads == 2  # read once: they never change
     await games.close()

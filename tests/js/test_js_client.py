@@ -54,6 +54,10 @@ EXPECTED_TESTS = {
     "applyWallChanges retires, adds first, changes only the named fields, and moves a game that ends",
     "connectWall keeps each game equal to GET /games/{id}, and after a drop starts from a new wall frame",
     "connectWall holds a page of the wall and more() adds the next, a page at a time",
+    "open seats: takeSeat names a seat once, placements wait for a full table, closeSeat ends the wait",
+    "an open table: openTables lists it, joinGame takes the lowest open seat, reissueToken ends a seat's "
+    "link with 4003",
+    "playAgain and nextGame start one next game; every connection gets next_game with its token",
 }
 
 
