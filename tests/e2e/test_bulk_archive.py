@@ -26,6 +26,7 @@ from orchestra_client import GameClient
 from server.ops.bulk import AT_ONCE
 from tests.support.e2e import PERF, expect_accepted, new_game
 from tests.support.redis import RedisProcess
+from tests.support.waiting import until_sync
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -195,7 +196,7 @@ def stalling(redis_process: RedisProcess, stopped: float = 0.05, running: float 
             os.kill(pid, signal.SIGSTOP)
             done.wait(stopped)
             os.kill(pid, signal.SIGCONT)
-            time.sleep(running)
+            time.sleep(running)  # the moment it runs: starved, not stopped
 
     staller = threading.Thread(target=stall, daemon=True)
     staller.start()
@@ -302,19 +303,22 @@ async def test_a_bulk_archive_killed_between_a_file_and_its_delete_is_completed_
         )
         try:
             with stalling(deployment.redis):
-                deadline = time.monotonic() + 60
-                while not list(folder.glob(".*.part")):  # a game's file is being written
-                    assert process.poll() is None and time.monotonic() < deadline, "no file was written"
-                    time.sleep(0.001)
+
+                def writing() -> bool:  # a game's file is being written
+                    assert process.poll() is None, "the run ended before it wrote a file"
+                    return bool(list(folder.glob(".*.part")))
+
+                until_sync(writing, 60, "a game's file being written")
                 os.kill(process.pid, signal.SIGSTOP)
             # Redis stopped, the run continued: the files at hand are written, and their deletes wait on
             # Redis, until the run is killed (SIGKILL: nothing of it runs after).
             with stopped(redis_pid):
                 os.kill(process.pid, signal.SIGCONT)
-                deadline = time.monotonic() + 10
-                while not files(folder) and time.monotonic() < deadline:
-                    time.sleep(0.01)
-                time.sleep(0.2)
+
+                def written() -> bool:  # the files at hand, each whole: their deletes wait on Redis
+                    return bool(files(folder)) and not list(folder.glob(".*.part"))
+
+                until_sync(written, 10, "the files at hand written")
                 process.kill()
                 return process.wait(10)
         finally:

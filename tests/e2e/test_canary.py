@@ -19,6 +19,7 @@ import websockets
 
 from server.ops.logs import setup, without_query
 from tests.support.e2e import PERF, log_lines
+from tests.support.waiting import until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -155,9 +156,11 @@ async def send_everywhere(base: str) -> tuple[list[str], list[str]]:
 async def test_a_canary_sent_everywhere_is_in_no_log_metrics_event_view_or_export(node: Any) -> None:
     games, shown = await send_everywhere(node.url)
     assert len(games) == 3 and len(shown) == 10
+    written = len(log_lines(node.logs()))
     async with httpx.AsyncClient(base_url=node.url, timeout=10) as http:
         metrics = (await http.get("/metrics")).text
-    await asyncio.sleep(0.5)  # the last access lines
+    # The last access line, that of /metrics: every one before it is written.
+    await until(lambda: any(line.get("route") == "/metrics" for line in log_lines(node.logs())[written:]))
     logs = node.logs()
     lines = log_lines(logs)
     assert any(line["msg"] == "request" for line in lines)  # the access log was written
@@ -169,13 +172,18 @@ async def test_a_canary_sent_everywhere_is_in_no_log_metrics_event_view_or_expor
 
 
 async def test_the_access_log_names_the_route_method_status_and_peer_but_never_the_url(node: Any) -> None:
+    written = len(log_lines(node.logs()))
     async with httpx.AsyncClient(base_url=node.url, timeout=10) as http:
         game_id = (await http.post("/games", json={"players": ["Ada"]})).json()["game_id"]
         await http.get(f"/games/{game_id}/events?after=0&note=hello")
         await http.get("/no/such/page?x=1")
     with contextlib.suppress(Exception):
         await ws_session(ws_url(node.url, f"/games/{game_id}/ws", "?x=1"), ["not a hello"], 1)
-    await asyncio.sleep(0.5)
+
+    def session_written() -> bool:  # the websocket session's line, written as the server ends it
+        return any(line["msg"] == "websocket session" for line in log_lines(node.logs())[written:])
+
+    await until(session_written, what="the websocket session's access line")
     lines = log_lines(node.logs())
     requests = [line for line in lines if line["logger"] == "server.access"]
     events = [r for r in requests if r.get("route") == "/games/{game_id}/events"]

@@ -16,6 +16,7 @@ from orchestra_client import GameClient
 from server.store.redis._scripts import INDEXED_KEY, LISTING_KEY, LIVE_KEY, PUBLIC_KEY
 from tests.support.e2e import PERF, end_game, expect_accepted, log_lines, new_game
 from tests.support.redis import RedisProcess
+from tests.support.waiting import until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -137,9 +138,12 @@ async def test_games_written_before_the_index_are_indexed_when_a_node_starts(
         await client.delete(PUBLIC_KEY, LISTING_KEY, LIVE_KEY, INDEXED_KEY)
         new = start_server(own_redis.url)
         async with httpx.AsyncClient(base_url=new.url, timeout=10) as http:
-            deadline = time.monotonic() + 10
-            while len(listed := (await http.get("/games")).json()) < 2 and time.monotonic() < deadline:
-                await asyncio.sleep(0.1)
+
+            async def backfilled() -> list[dict[str, Any]]:
+                found: list[dict[str, Any]] = (await http.get("/games")).json()
+                return found if len(found) >= 2 else []
+
+            listed = await until(backfilled, 10, "the games backfilled into the listing")
         assert [(g["game_id"], g["ended"]) for g in listed] == [(ended, True), (public, False)]
         assert await client.smembers(LIVE_KEY) == {public.encode(), private.encode()}
         assert await client.scard(INDEXED_KEY) == 3

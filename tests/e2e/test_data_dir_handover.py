@@ -23,6 +23,7 @@ import pytest
 
 from orchestra_client import GameClient
 from tests.support.e2e import PERF, expect_accepted, new_game
+from tests.support.waiting import until_sync
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -60,7 +61,7 @@ def stalling(pid: int, stopped: float = 0.15, running: float = 0.01) -> Iterator
                 os.kill(pid, signal.SIGSTOP)
                 done.wait(stopped)
                 os.kill(pid, signal.SIGCONT)
-                time.sleep(running)
+                time.sleep(running)  # the moment it runs: starved, not stopped
         except ProcessLookupError:
             pass
 
@@ -95,10 +96,13 @@ def run_with_server_started_midway(
         text=True,
     )
     try:
-        deadline = time.monotonic() + 30
-        while (own := embedded_redis_of(process.pid)) is None:
-            assert process.poll() is None and time.monotonic() < deadline, process.communicate()
-            time.sleep(0.005)
+
+        def redis_of_its_own() -> int | None:
+            assert process.poll() is None, process.communicate()
+            return embedded_redis_of(process.pid)
+
+        own = until_sync(redis_of_its_own, 30, "the command's own redis-server")
+        assert own is not None
         assert process.stderr is not None
         lines: list[str] = []
         with stalling(own):

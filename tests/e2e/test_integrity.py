@@ -16,6 +16,7 @@ import redis
 from orchestra_client import GameClient, get_events
 from tests.support.e2e import new_game
 from tests.support.redis import stream_entries
+from tests.support.waiting import until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -147,7 +148,8 @@ async def test_archive_force_fences_the_game_so_no_acknowledged_command_is_lost(
             clients = [await GameClient.connect(server.url, game_id, t, reconnect=False) for t in tokens]
 
             playing = [asyncio.create_task(_play_until_refused(c, accepted, refusals)) for c in clients]
-            await asyncio.sleep(0.05 + 0.02 * trial)  # the archive lands at a different point each trial
+            # The archive lands at a different point each trial: after more accepted commands each time.
+            await until(lambda: len(accepted) > 2 * trial, 10, "the commands before the archive")  # noqa: B023
             out = tmp_path / f"{game_id}.ndjson"
             done = await archive(store, game_id, out, keys=keys, force=True)
             await asyncio.wait_for(asyncio.gather(*playing), 20)

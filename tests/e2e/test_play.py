@@ -12,6 +12,7 @@ import pytest
 
 from orchestra_client import GameClient, apply_delta, create_game, get_events, get_view
 from tests.support.e2e import new_game
+from tests.support.waiting import until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -129,19 +130,19 @@ async def test_a_client_resuming_with_since_gets_every_missed_envelope_once(serv
     await ada.place(PERF, "viola")
     await watcher.wait_for_version(2)
 
-    async def keep_playing() -> None:
-        for space in ("lute", "violin_bc", "cello", "oboe", "clarinet", "flute", "piano", "timpani"):
+    async def keep_playing(spaces: tuple[str, ...]) -> None:
+        for space in spaces:
             era = {"lute": "baroque", "violin_bc": "baroque", "oboe": "baroque"}.get(space, "romantic")
             if space in ("clarinet", "timpani"):
                 era = "classical"
             answer = await ada.place({"kind": "performance", "era": era}, space)
             assert answer["type"] == "accepted", answer
-            await asyncio.sleep(0.01)
 
-    playing = asyncio.create_task(keep_playing())
-    await asyncio.sleep(0.03)
-    await watcher.drop()  # the network cuts the spectator off mid-game; it resumes by itself
-    await playing
+    await keep_playing(("lute", "violin_bc", "cello", "oboe"))
+    await watcher.wait_for_version(6)
+    # The network cuts the spectator off mid-game, and play goes on; it resumes by itself.
+    await watcher.drop()
+    await keep_playing(("clarinet", "flute", "piano", "timpani"))
     await watcher.wait_for_version(10)
     assert watcher.reconnects >= 1
     versions = [e["version"] for e in watcher.envelopes]
@@ -330,10 +331,7 @@ async def test_a_delta_client_whose_view_went_wrong_starts_again_from_a_welcome(
     assert watcher.view is not None
     watcher.view["spaces"]["viola"]["below"].pop()  # as a lost frame would leave it
     await ada.place(PERF, "viola")
-    deadline = asyncio.get_running_loop().time() + 10
-    while watcher.reconnects == 0 or watcher.view is None:
-        assert asyncio.get_running_loop().time() < deadline, "the client never started again"
-        await asyncio.sleep(0.02)
+    await until(lambda: watcher.reconnects > 0 and watcher.view is not None, 10, "the client started again")
     assert watcher.view == await get_view(server.url, game_id)
     await ada.place(PERF, "viola")  # and it follows on with deltas
     await watcher.wait_for_version(6)

@@ -29,6 +29,7 @@ from websockets.exceptions import ConnectionClosed
 from server.protocol.codes import CODES
 from server.protocol.frames import ClientFrame
 from tests.support.e2e import PERF, STRINGS
+from tests.support.waiting import until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -104,13 +105,11 @@ class Peer:
 
     async def until(self, check: Any, timeout: float = 10.0) -> Any:
         """The first received frame for which `check` holds, waiting for it."""
-        deadline = asyncio.get_running_loop().time() + timeout
-        while True:
-            for frame in self.received:
-                if check(frame):
-                    return frame
-            assert asyncio.get_running_loop().time() < deadline, f"{self.name}: nothing matched"
-            await asyncio.sleep(0.01)
+        return await until(
+            lambda: next((frame for frame in self.received if check(frame)), None),
+            timeout,
+            f"{self.name}'s frame",
+        )
 
     async def command(self, frame: dict[str, Any]) -> dict[str, Any]:
         """Send a command and wait for its answer."""

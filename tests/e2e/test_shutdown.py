@@ -13,6 +13,7 @@ import pytest
 
 from orchestra_client import ConnectionRefused, GameClient, get_events, get_view
 from tests.support.e2e import PERF, STRINGS, assert_clean_logs, expect_accepted, new_game
+from tests.support.waiting import until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -79,12 +80,7 @@ async def test_every_command_acknowledged_before_sigterm_is_in_the_stream(start_
         asyncio.create_task(play(players[1], STRINGS, "cello")),
     ]
     try:
-
-        async def enough() -> None:
-            while len(acknowledged) < 20:
-                await asyncio.sleep(0.01)
-
-        await asyncio.wait_for(enough(), 10)
+        await until(lambda: len(acknowledged) >= 20, 10, "20 acknowledged commands")
         elapsed = await sigterm(first)
         await asyncio.wait_for(asyncio.gather(*playing), 10)
     finally:
@@ -109,15 +105,17 @@ def redis_children(pid: int) -> list[psutil.Process]:
 
 async def gone(pid: int, timeout: float = 10.0) -> bool:
     """Whether the process `pid` is gone (or a zombie nobody needs) within `timeout`."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def ended() -> bool:
         try:
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                return True
+            return bool(psutil.Process(pid).status() == psutil.STATUS_ZOMBIE)
         except psutil.NoSuchProcess:
             return True
-        await asyncio.sleep(0.05)
-    return False
+
+    try:
+        return await until(ended, timeout)
+    except AssertionError:
+        return False
 
 
 async def test_the_embedded_redis_keeps_every_game_across_a_restart_and_stops_with_the_server(

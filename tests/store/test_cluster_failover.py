@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
@@ -26,6 +25,7 @@ from server.store import StoreError, StoreUnavailable
 from server.store.redis import RedisEventStore
 from server.store.redis._scripts import events_key
 from tests.support.redis import RedisProcess, bounded, new_id, start_cluster
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.integration
 
@@ -57,13 +57,16 @@ def _promoted(replica: RedisProcess) -> bool:
 
 async def _when_available(attempt: Callable[[], Awaitable[T]]) -> T:
     """`attempt()`'s result, tried again while the store is unavailable (a failover in progress)."""
-    deadline = time.monotonic() + FAILOVER_DEADLINE
-    while True:
+
+    async def tried() -> tuple[T] | None:
         try:
-            return await bounded(attempt(), 10)
+            return (await bounded(attempt(), 10),)
         except StoreUnavailable:
-            assert time.monotonic() < deadline, "the store stayed unavailable past the failover deadline"
-            await asyncio.sleep(0.1)
+            return None
+
+    found = await until(tried, FAILOVER_DEADLINE, "the store available again after the failover")
+    assert found is not None
+    return found[0]
 
 
 async def _append_when_possible(store: RedisEventStore, game_id: str, expected: int, key: str) -> int:
@@ -109,25 +112,22 @@ async def test_a_master_failover_loses_no_event_and_the_tail_resumes_on_the_prom
                         seen.extend(record.version for record in batch)
                 except StoreError:
                     interruptions += 1
-                    await asyncio.sleep(0.1)
+                    await asyncio.sleep(0.1)  # the owner's pause before it follows again
 
         follower = asyncio.ensure_future(follow())
         try:
             assert await _append_when_possible(store, game_id, 1, "before") == 2
-            await bounded(_until(lambda: seen == [1, 2]))
+            await until(lambda: seen == [1, 2], what="the tail's first two versions")
             # Replication is asynchronous: what the replica had not received would be lost with its
             # master (docs/operations.md). This failover is to lose nothing: the replica has it all.
             with redis.Redis(port=nodes[victim].port, socket_timeout=10) as master:
                 assert master.wait(1, 5000) == 1, "the replica did not acknowledge the game's writes"
 
             nodes[victim].kill()
-            deadline = time.monotonic() + FAILOVER_DEADLINE
-            while not _promoted(nodes[victim + MASTERS]):
-                assert time.monotonic() < deadline, "the replica was never promoted"
-                await asyncio.sleep(0.1)
+            await until(lambda: _promoted(nodes[victim + MASTERS]), FAILOVER_DEADLINE, "the replica promoted")
 
             assert await _append_when_possible(store, game_id, 2, "after") == 3
-            await bounded(_until(lambda: seen == [1, 2, 3]), FAILOVER_DEADLINE)
+            await until(lambda: seen == [1, 2, 3], FAILOVER_DEADLINE, "the tail resumed on the replica")
         finally:
             follower.cancel()
             await asyncio.gather(follower, return_exceptions=True)
@@ -135,11 +135,6 @@ async def test_a_master_failover_loses_no_event_and_the_tail_resumes_on_the_prom
         assert [r.version for r in await bounded(store.read(game_id))] == [1, 2, 3]
     finally:
         await bounded(store.close())
-
-
-async def _until(condition: Callable[[], bool]) -> None:
-    while not condition():
-        await asyncio.sleep(0.02)
 
 
 class _Closable:
@@ -202,10 +197,7 @@ async def test_a_failover_that_loses_an_acknowledged_append_leaves_one_unbroken_
                 nodes[victim].kill()
             finally:
                 replica.send_signal(signal.SIGCONT)
-        deadline = time.monotonic() + FAILOVER_DEADLINE
-        while not _promoted(nodes[victim + MASTERS]):
-            assert time.monotonic() < deadline, "the replica was never promoted"
-            await asyncio.sleep(0.1)
+        await until(lambda: _promoted(nodes[victim + MASTERS]), FAILOVER_DEADLINE, "the replica promoted")
 
         async def stream() -> list[bytes]:
             return [record.data for record in await _when_available(lambda: there_store.read(game_id))]

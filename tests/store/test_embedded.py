@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import pytest
 from server.ops.embedded_redis import LOCK_NAME, DataDirLocked, EmbeddedRedis
 from server.store.redis import RedisEventStore
 from tests.support.redis import bounded, new_id
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,7 +32,7 @@ PARENT_SCRIPT = textwrap.dedent(
         embedded = EmbeddedRedis(Path(sys.argv[1]))
         await embedded.start()
         print(embedded.pid, flush=True)
-        await asyncio.sleep(120)
+        await asyncio.Event().wait()  # until killed
 
     asyncio.run(main())
     """
@@ -108,12 +108,9 @@ async def test_the_supervisor_restarts_a_redis_that_died(embedded: EmbeddedRedis
         dead = embedded.pid
         assert dead is not None
         os.kill(dead, signal.SIGKILL)
-        deadline = time.monotonic() + 10
-        while embedded.pid in (dead, None) and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
+        await until(lambda: embedded.pid not in (dead, None), 10, "a new redis-server")
         # The new process is known before it answers: until then a call is refused (unavailable).
-        while not await store.ping() and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
+        await until(store.ping, 10, "the new redis-server answering")
         assert await bounded(store.version(game_id)) == 1
     finally:
         await bounded(store.close())

@@ -20,6 +20,7 @@ from server.store.redis._adapter import LINE_READ
 from server.store.redis._line import ScriptLine, _Protocol, error_of
 from server.store.redis._scripts import APPEND, commands_key, events_key
 from tests.support.redis import RedisProcess, bounded, new_id
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.integration
 
@@ -309,12 +310,18 @@ async def test_a_cancelled_call_leaves_the_line_to_the_calls_behind_it(redis_url
     callers nothing: the connection stays, and each later call gets its own reply."""
     line = ScriptLine.for_url(redis_url, 2.0)
     assert line is not None
+    admin = redis.asyncio.Redis.from_url(redis_url)
     try:
         assert await bounded(line.command(("ECHO", "warm"), 2.0)) == b"warm"
+        await bounded(admin.ping())  # connected before the count
         before = await bounded(_connections_made(redis_url))
         slow = asyncio.ensure_future(line.command(("BLPOP", new_id(), "0.2"), 2.0))
         behind = asyncio.ensure_future(line.command(("ECHO", "behind"), 2.0))
-        await asyncio.sleep(0.05)
+
+        async def blocked() -> bool:
+            return int((await admin.info("clients"))["blocked_clients"]) > 0
+
+        await until(blocked, 2, "the BLPOP in flight")
         slow.cancel()
         assert await bounded(behind) == b"behind"
         assert await bounded(line.command(("ECHO", "after"), 2.0)) == b"after"
@@ -322,6 +329,7 @@ async def test_a_cancelled_call_leaves_the_line_to_the_calls_behind_it(redis_url
         assert slow.cancelled()
     finally:
         await line.close()
+        await admin.aclose()
 
 
 async def test_a_connection_made_after_its_callers_gave_up_is_the_lines_next_one(
@@ -343,7 +351,11 @@ async def test_a_connection_made_after_its_callers_gave_up_is_the_lines_next_one
                 await line.script(ECHO_SHA, ECHO, ["k"], [1], 0.3)
         finally:
             os.kill(pid, signal.SIGCONT)
-        await asyncio.sleep(0.3)  # the SELECT is answered: the connection is made
+
+        async def selected() -> bool:  # the SELECT is answered: the connection is made
+            return any(int(client["db"]) == 1 for client in await admin.client_list())
+
+        await until(selected, 2, "the line's connection on database 1")
         assert await bounded(line.script(ECHO_SHA, ECHO, ["k"], [2], 2.0)) == [b"k", b"2"]
         after = (await bounded(admin.info("stats")))["total_connections_received"]
         assert after == before + 1

@@ -22,11 +22,22 @@ INTERVAL = 0.01
 
 
 @overload
-async def until(condition: Callable[[], Awaitable[T]], timeout: float = ..., what: str = ...) -> T: ...
+async def until(
+    condition: Callable[[], Awaitable[T]], timeout: float = ..., what: str = ..., *, interval: float = ...
+) -> T: ...
 @overload
-async def until(condition: Callable[[], T], timeout: float = ..., what: str = ...) -> T: ...
-async def until(condition: Callable[[], object], timeout: float = 5.0, what: str = "the condition") -> object:
-    """Poll `condition` (plain or async) until it returns a truthy value; that value.
+async def until(
+    condition: Callable[[], T], timeout: float = ..., what: str = ..., *, interval: float = ...
+) -> T: ...
+async def until(
+    condition: Callable[[], object],
+    timeout: float = 5.0,
+    what: str = "the condition",
+    *,
+    interval: float = INTERVAL,
+) -> object:
+    """Poll `condition` (plain or async) every `interval` seconds until it returns a truthy value; that
+    value. A condition that acts (sends a command, starts a process) may ask for a longer interval.
 
     Raises: AssertionError naming `what` when it is still falsy after `timeout` seconds.
     """
@@ -40,7 +51,7 @@ async def until(condition: Callable[[], object], timeout: float = 5.0, what: str
             return value
         if loop.time() > deadline:
             raise AssertionError(f"{what} did not hold within {timeout}s (last: {value!r})")
-        await asyncio.sleep(INTERVAL)
+        await asyncio.sleep(interval)
 
 
 async def eventually(check: Callable[[], object], timeout: float = 5.0) -> None:
@@ -63,7 +74,13 @@ async def eventually(check: Callable[[], object], timeout: float = 5.0) -> None:
         raise failure[-1] from None
 
 
-def until_sync(condition: Callable[[], T], timeout: float = 5.0, what: str = "the condition") -> T:
+def until_sync(
+    condition: Callable[[], T],
+    timeout: float = 5.0,
+    what: str = "the condition",
+    *,
+    interval: float = INTERVAL,
+) -> T:
     """`until` for a test that blocks: poll `condition` until truthy; that value. Raises: AssertionError."""
     deadline = time.monotonic() + timeout
     while True:
@@ -72,7 +89,7 @@ def until_sync(condition: Callable[[], T], timeout: float = 5.0, what: str = "th
             return value
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} did not hold within {timeout}s (last: {value!r})")
-        time.sleep(INTERVAL)
+        time.sleep(interval)
 
 
 def eventually_sync(check: Callable[[], object], timeout: float = 5.0) -> None:
