@@ -157,7 +157,7 @@ async def restore(
     created = first.event
     assert isinstance(created, GameCreated)  # verify checked it
     game_id = first.game_id
-    listing = listing_of(created.players) if created.spectators == "public" else None
+    listing = listing_of(created.players, open_table=created.open) if created.spectators == "public" else None
     credentials = trailer_credentials(trailer) if trailer is not None else {}
     if created.spectators != "public" and auth.WATCH not in credentials:
         raise RestoreError(

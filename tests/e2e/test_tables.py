@@ -358,3 +358,19 @@ async def test_a_game_with_every_new_event_verifies_archives_and_imports(
     async with await GameClient.connect(server.url, game_id, new_ada, reconnect=False) as ada:
         assert ada.seat == 0
     assert (await get_view(server.url, next_id))["version"] == 1
+
+
+async def test_an_open_table_archived_and_imported_is_an_open_table_again(
+    server: ServerProcess, redis_url: str, tmp_path: Path
+) -> None:
+    created = await create_game(server.url, ["Ada", None], open=True)
+    game_id = created["game_id"]
+    out = tmp_path / "open.ndjson"
+    options = key_options(server, redis_url)
+    archived = await cli("archive", game_id, "--force", "--out", str(out), *options)
+    assert archived.returncode == 0, archived.stdout + archived.stderr
+    assert game_id not in [t["game_id"] for t in await open_tables(server.url)]
+    imported = await cli("import", str(out), *options)
+    assert imported.returncode == 0, imported.stdout + imported.stderr
+    assert game_id in [t["game_id"] for t in await open_tables(server.url)]
+    assert (await join_game(server.url, game_id, "Ben"))["seat"] == 1
