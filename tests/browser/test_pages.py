@@ -219,6 +219,7 @@ async def test_the_watch_page_recovers_from_a_server_restart_without_duplicate_l
     assert await page.evaluate("window.notReloaded") is True
 
 
+@pytest.mark.logs_warnings  # the node warns that the stream lost what it folded, and reads the game again
 async def test_the_watch_page_starts_its_log_anew_when_the_store_lost_envelopes_it_showed(
     start_server: Callable[..., ServerProcess], redis_url: str, page: Any
 ) -> None:
