@@ -14,7 +14,8 @@ from domain.names import MAX_NAME, player_names
 def test_names_are_trimmed_and_kept_in_nfc() -> None:
     decomposed = "Zoe\u0301"  # e + combining acute accent
     assert player_names(["  Ada ", "\tBen\u00a0", decomposed]) == ("Ada", "Ben", "Zo\u00e9")
-    assert unicodedata.is_normalized("NFC", player_names([decomposed])[0])
+    (kept,) = player_names([decomposed])
+    assert kept is not None and unicodedata.is_normalized("NFC", kept)
 
 
 def test_a_created_game_keeps_the_names_in_their_kept_form() -> None:

@@ -242,7 +242,7 @@ def test_the_final_scores_of_the_second_example_are_the_game_ended_ones() -> Non
         assert row[3] == str(score.prestige)
         assert row[4] == amounts(score.resources), row
         assert row[5] == str(ranks[score.seat])
-    order = ", ".join(state.players[rank.seat] for rank in ended.ranking)
+    order = ", ".join(str(state.players[rank.seat]) for rank in ended.ranking)
     assert f"`ranking` lists {order}." in flat(text)
 
 

@@ -40,7 +40,7 @@ async def screenshot(page: Any, name: str) -> Path:
     return path
 
 
-async def new_game(url: str, players: list[str] | None = None, **options: str) -> tuple[str, list[str]]:
+async def new_game(url: str, players: list[str] | None = None, **options: Any) -> tuple[str, list[str]]:
     """Create a game; its id and the seat tokens in seat order."""
     created = await create_game(url, players or PLAYERS, **options)
     return created["game_id"], [seat["token"] for seat in created["seats"]]

@@ -17,7 +17,7 @@ from tests.support.waiting import until
 LAYOUT: Layout = STANDARD
 
 
-async def new_game(url: str, players: list[str], **options: str) -> tuple[str, list[str]]:
+async def new_game(url: str, players: list[str], **options: Any) -> tuple[str, list[str]]:
     """Create a game; its id and the seat tokens in seat order."""
     created = await create_game(url, players, **options)
     return created["game_id"], [seat["token"] for seat in created["seats"]]
