@@ -13,6 +13,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -22,6 +23,7 @@ from websockets.sync.client import ClientConnection
 from websockets.sync.client import connect as ws_connect
 
 from tests.support.e2e import assert_clean_logs, log_lines
+from tests.support.waiting import until_sync
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -122,6 +124,24 @@ def websocket(server: Any, source: str) -> ClientConnection:
     return ws_connect(url, source_address=(source, 0), open_timeout=5)
 
 
+def held(server: Any) -> int:
+    """How many connections the server still holds open (its side established, or told the client closed
+    and not yet closed itself), as the kernel sees them (/proc/net/tcp): a slot comes back once it is 0."""
+    port = address(server)[1]
+    count = 0
+    for row in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = row.split()
+        # ESTABLISHED or CLOSE_WAIT: the server's side still open.
+        if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] in ("01", "08"):
+            count += 1
+    return count
+
+
+def released(server: Any, before: int) -> Any:
+    """A condition for `until_sync`: the server holds fewer connections than `before`."""
+    return lambda: held(server) < before
+
+
 def refused_at_once(sock: socket.socket) -> bool:
     received, took = read_to_close(sock, 2.0)
     return received == b"" and took < 1.0
@@ -151,7 +171,7 @@ def test_a_request_that_stalls_is_closed_at_the_deadline(bounded: Any, sockets: 
     half.sendall(b"GET /healthz HTTP/1.1\r\nhost: te")
     kept = open_socket(bounded, sockets)
     kept.sendall(get("/healthz"))
-    time.sleep(0.1)
+    until_sync(lambda: kept.recv(65536, socket.MSG_PEEK).startswith(b"HTTP/1.1 200"), what="the first answer")
     kept.sendall(b"GET /healthz HTTP/1.1\r\n")  # a second head on the kept-alive connection, unfinished
     for sock in (silent, half, kept):
         received, _ = read_to_close(sock)
@@ -172,7 +192,7 @@ def test_ten_100_mib_heads_leave_the_servers_memory_bounded(
     def sample() -> None:
         while not done.is_set():
             rss.append(server.memory_info().rss)
-            time.sleep(0.005)
+            time.sleep(0.005)  # a sample every few milliseconds: the peak is what is measured
 
     def flood(index: int) -> None:
         sock = open_socket(bounded, sockets)
@@ -205,59 +225,67 @@ def test_ten_100_mib_heads_leave_the_servers_memory_bounded(
 # Connections ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.logs_warnings  # refusals are logged at warning
 def test_one_address_over_its_limit_is_refused_at_once_while_another_is_served(
     per_address: Any, sockets: list[socket.socket]
 ) -> None:
-    held = [open_socket(per_address, sockets) for _ in range(3)]
-    held[0].sendall(b"GET /healthz HTTP/1.1\r\n")  # half a head: held (the timeout is long here)
+    slots = [open_socket(per_address, sockets) for _ in range(3)]
+    slots[0].sendall(b"GET /healthz HTTP/1.1\r\n")  # half a head: held (the timeout is long here)
     fourth = open_socket(per_address, sockets)
     assert refused_at_once(fourth)
     started = time.monotonic()
     assert healthz(per_address, sockets, "127.0.0.2") == 200
     assert time.monotonic() - started < 2
-    held.pop().close()
-    time.sleep(0.2)
+    before = held(per_address)
+    slots.pop().close()
+    until_sync(released(per_address, before), what="the closed connection let go")
     assert healthz(per_address, sockets, "127.0.0.1") == 200  # its slot came back
-    for sock in held:
+    for sock in slots:
         sock.close()
 
 
+@pytest.mark.logs_warnings  # refusals are logged at warning
 def test_websockets_count_against_the_limit_until_they_close(
     per_address: Any, sockets: list[socket.socket]
 ) -> None:
     with websocket(per_address, "127.0.0.3") as first, websocket(per_address, "127.0.0.3"):
         open_socket(per_address, sockets, "127.0.0.3")
         assert refused_at_once(open_socket(per_address, sockets, "127.0.0.3"))
+        before = held(per_address)
         first.close()
-        time.sleep(0.2)
+        until_sync(released(per_address, before), what="the closed websocket let go")
         assert healthz(per_address, sockets, "127.0.0.3") == 200
 
 
 def test_open_connections_and_their_limit_are_gauges(per_address: Any, sockets: list[socket.socket]) -> None:
-    time.sleep(0.3)  # the connections of the tests before are closed on the server's side too
+    # The connections of the tests before are closed on the server's side too.
+    until_sync(lambda: held(per_address) == 0, what="the earlier tests' connections let go")
     before = metrics(per_address, sockets)
     assert gauge(before, "orchestra_tcp_connections_limit") > 1000
     with websocket(per_address, "127.0.0.8"):
         open_socket(per_address, sockets, "127.0.0.8")
-        time.sleep(0.2)
-        during = metrics(per_address, sockets)
-    # Each scrape counts itself.
-    assert gauge(during, "orchestra_tcp_connections") == gauge(before, "orchestra_tcp_connections") + 2
+        # Each scrape counts itself: two more, once the raw connection is taken in too.
+        expected = gauge(before, "orchestra_tcp_connections") + 2
+        until_sync(lambda: gauge(metrics(per_address, sockets), "orchestra_tcp_connections") == expected)
 
 
+@pytest.mark.logs_warnings  # refusals are logged at warning
 def test_the_global_limit_refuses_any_address(start_server: Any, sockets: list[socket.socket]) -> None:
     server = start_server(max_connections=3, max_connections_per_address=0, request_timeout=30)
     with websocket(server, "127.0.0.4"):
         open_socket(server, sockets, "127.0.0.4")
-        held = open_socket(server, sockets, "127.0.0.5")
+        third = open_socket(server, sockets, "127.0.0.5")
         assert refused_at_once(open_socket(server, sockets, "127.0.0.6"))
-        held.close()
-        time.sleep(0.2)
+        before = held(server)
+        third.close()
+        until_sync(released(server, before), what="the closed connection let go")
         assert healthz(server, sockets, "127.0.0.6") == 200
-    time.sleep(0.2)
+        before = held(server)
+    until_sync(released(server, before), what="the websocket let go")  # a slot for the scrape
     assert refused_counts(server, sockets)["global"] == 1
 
 
+@pytest.mark.logs_warnings  # refusals are logged at warning
 def test_refusals_are_counted_and_logged_once_a_minute_at_most(
     start_server: Any, sockets: list[socket.socket]
 ) -> None:
@@ -288,6 +316,7 @@ def never_reading(server: Any, opened: list[socket.socket], source: str, request
     return sock
 
 
+@pytest.mark.logs_warnings  # refusals are logged at warning
 def test_readers_that_never_read_cannot_hold_the_global_limit_past_the_send_deadline(
     start_server: Any, sockets: list[socket.socket]
 ) -> None:
@@ -300,11 +329,12 @@ def test_readers_that_never_read_cannot_hold_the_global_limit_past_the_send_dead
         never_reading(server, sockets, f"127.0.0.{10 + n % 4}", 400)
     assert refused_at_once(open_socket(server, sockets, "127.0.0.30"))
     started = time.monotonic()
-    while healthz_or_refused(server, sockets) != 200:
-        assert time.monotonic() - started < send_timeout + 20, "the never-reading clients are still held"
-        time.sleep(0.2)
+    until_sync(
+        lambda: healthz_or_refused(server, sockets) == 200, send_timeout + 20, "a slot freed", interval=0.2
+    )
     assert time.monotonic() - started >= send_timeout * 0.9
-    assert refused_counts(server, sockets)["send_timeout"] == 20
+    # Each is cut at its own deadline: the rest follow the first within moments.
+    until_sync(lambda: refused_counts(server, sockets).get("send_timeout") == 20, 10, "all 20 cut")
     assert_clean_logs(server.logs())
 
 

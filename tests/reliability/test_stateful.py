@@ -33,6 +33,7 @@ from hypothesis.stateful import (
 
 from orchestra_client import GameClient
 from tests.support.reliability import assert_each_applied_once, new_game, placement, stream_of
+from tests.support.waiting import until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -173,9 +174,7 @@ class Table(RuleBasedStateMachine):
 
         async def cut() -> None:
             await client.drop()
-            async with asyncio.timeout(15):
-                while client.reconnects == before:
-                    await asyncio.sleep(0.01)
+            await until(lambda: client.reconnects != before, 15, "the client resumed")
 
         self.runner.run(cut())
 
