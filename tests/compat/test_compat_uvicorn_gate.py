@@ -30,6 +30,7 @@ from server.compat.uvicorn_gate import (
     missing,
 )
 from server.connections import ConnectionLimits, Limits
+from tests.support.waiting import until
 
 HEAD = 1024
 TIMEOUT = 0.3
@@ -97,9 +98,12 @@ async def serving(
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
     try:
-        while not server.started:
+
+        def listening() -> bool:
             assert not task.done(), "the server stopped before it listened"
-            await asyncio.sleep(0.01)
+            return bool(server.started)
+
+        await until(listening, what="the server listening")
         yield server, server.servers[0].sockets[0].getsockname()[1]
     finally:
         server.should_exit = True
@@ -174,9 +178,7 @@ def head_of(size: int) -> bytes:
 
 
 async def settled(condition: Any, seconds: float = 5.0) -> None:
-    async with asyncio.timeout(seconds):
-        while not condition():
-            await asyncio.sleep(0.01)
+    await until(condition, seconds)
 
 
 def test_the_installed_uvicorn_has_what_the_gate_relies_on() -> None:
@@ -295,7 +297,7 @@ async def test_a_head_is_bounded_in_size_where_ever_the_reads_split_it() -> None
         whole = head_of(HEAD)
         for start in range(0, len(whole), 7):
             await pieces.send(whole[start : start + 7])
-            await asyncio.sleep(0)
+            await asyncio.sleep(0)  # a turn for the server to read each piece alone
         assert (await pieces.response())[0] == 200
         # After a response, the next head is bounded too.
         await pieces.send(head_of(HEAD + 100))
@@ -389,7 +391,7 @@ async def test_a_closed_connections_gate_and_protocol_are_freed_without_the_garb
             await timed_out.send(b"GET / HTTP/1.1\r\n")
             assert await timed_out.closed_within(TIMEOUT * 5)
             await settled(lambda: counts.open == 0)
-            await asyncio.sleep(0.1)
+            await settled(lambda: all(ref() is None for ref in TrackingGate.made))
             assert len(TrackingGate.made) == 5  # three gates; no HTTP protocol for a head never finished
             assert [ref() for ref in TrackingGate.made] == [None] * 5
         finally:
@@ -489,7 +491,7 @@ async def test_requests_parsed_past_the_limit_behind_a_chunked_body_are_dropped(
         client = await Raw.open(port)
         chunked = b"POST /chunked HTTP/1.1\r\nhost: test\r\ntransfer-encoding: chunked\r\n\r\n"
         await client.send(chunked)
-        await asyncio.sleep(0.05)
+        await settled(lambda: started == ["/chunked"])  # its head read alone
         # The body's end and three more requests in one read: the parser cannot stop within it.
         await client.send(b"3\r\nabc\r\n0\r\n\r\n" + get("/one") + get("/two") + get("/three"))
         answers = [await client.response() for _ in range(MOST_REQUESTS)]
