@@ -38,6 +38,10 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     request_timeout: float = 5.0
     # Seconds an HTTP client whose answer waits unsent must take 16 KiB of it (or all) in: else it is cut.
     send_timeout: float = 10.0
+    # "on": every connection passes the gate that applies the limits above and below (server.compat.
+    # uvicorn_gate); "off": plain uvicorn, should an upgrade of it break the gate (docs/operations.md says
+    # which limits then remain and which the proxy must hold).
+    http_gate: Literal["on", "off"] = "on"
     # TCP connections open at once (HTTP and websocket alike), and from one client address (0: no limit).
     max_connections: int = 20_000
     max_connections_per_address: int = 1000

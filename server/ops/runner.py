@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -27,13 +28,12 @@ def uvicorn_server(settings: Settings, graceful_seconds: int = 5) -> uvicorn.Ser
     """A uvicorn server for the app, configured from `settings` (not started). This process's descriptor
     limit is raised to its hard limit (see server.connections)."""
     limits = connections.from_settings(settings)
+    gated = settings.http_gate == "on"
     config = uvicorn.Config(
-        create_app(settings, connections=limits),
+        create_app(settings, connections=limits if gated else None),
         host=settings.host,
         port=settings.port,
-        # uvicorn's httptools protocol behind a gate that bounds connections, request heads and the time
-        # to send a request (server.compat.uvicorn_gate).
-        http=gated_http(limits),
+        **(_gate(limits) if gated else _plain_http(limits)),
         # The sans-I/O websockets implementation costs the least per message of uvicorn's three; ours
         # adds a direct write of frames shared by many clients (server.compat.uvicorn).
         ws=SharedFrameProtocol if settings.ws_shared_frames else WS_IMPLEMENTATION,
@@ -56,6 +56,26 @@ def uvicorn_server(settings: Settings, graceful_seconds: int = 5) -> uvicorn.Ser
         forwarded_allow_ips=forwarded_allow_ips(),
     )
     return uvicorn.Server(config)
+
+
+def _gate(limits: connections.ConnectionLimits) -> dict[str, Any]:
+    # uvicorn's httptools protocol behind a gate that bounds connections, request heads, the time to send
+    # a request and to take an answer, one request at a time (server.compat.uvicorn_gate).
+    return {"http": gated_http(limits)}
+
+
+def _plain_http(limits: connections.ConnectionLimits) -> dict[str, Any]:
+    # ORCHESTRA_HTTP_GATE=off: uvicorn's own bounds only, through its documented settings. h11 rather than
+    # httptools, because it bounds a request's head; uvicorn answers HTTP requests 503 past the
+    # connections it holds, and closes a kept-alive connection idle for the request timeout. The rest is
+    # the proxy's (docs/operations.md).
+    bounds = limits.limits
+    return {
+        "http": "h11",
+        "h11_max_incomplete_event_size": bounds.max_head_bytes,
+        "limit_concurrency": bounds.max_connections,
+        "timeout_keep_alive": max(1, math.ceil(bounds.request_timeout)),
+    }
 
 
 async def started_url(server: uvicorn.Server, serving: asyncio.Future[Any] | None = None) -> str | None:
