@@ -26,6 +26,7 @@ from websockets.server import ServerProtocol
 from server.compat import installed
 from server.compat.uvicorn import SharedFrameProtocol, framed, missing, missing_state, shared_writer
 from server.engine.outbox import Outbox
+from tests.support.waiting import until
 
 
 def rfc6455_text_frame(text: str) -> bytes:
@@ -95,9 +96,12 @@ async def serving(app: Callable[..., Any], compression: bool) -> AsyncIterator[s
     server = uvicorn.Server(config)
     serving = asyncio.create_task(server.serve())
     try:
-        while not server.started:
+
+        def listening() -> bool:
             assert not serving.done(), "the server stopped before it listened"
-            await asyncio.sleep(0.01)
+            return bool(server.started)
+
+        await until(listening, what="the server listening")
         port = server.servers[0].sockets[0].getsockname()[1]
         yield f"ws://127.0.0.1:{port}/"
     finally:
@@ -318,10 +322,9 @@ async def test_a_direct_close_goes_out_behind_the_corked_frames_and_ends_the_ses
 async def test_a_peer_that_never_answers_a_direct_close_is_cut_off_after_the_grace() -> None:
     protocol, wire = _open_protocol()
     assert protocol.close_now(1013, "too slow to read", 0.05)
-    await asyncio.sleep(0.01)
+    await asyncio.sleep(0.01)  # within the grace
     assert not wire.aborted
-    await asyncio.sleep(0.1)
-    assert wire.aborted
+    await until(lambda: wire.aborted, 1, "the connection cut after the grace")
 
 
 async def test_a_connection_not_plainly_open_is_not_closed_directly() -> None:
