@@ -12,13 +12,13 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from server.ops.embedded_redis import find_redis_server
+from tests.support.waiting import until_sync
 
 ROOT = Path(__file__).resolve().parents[2]
 # The longest first, so that the last to end is a short one (slowloris and wall mostly wait: for the
@@ -73,8 +73,9 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any
     waiting = list(NAMES)
     running: dict[str, tuple[subprocess.Popen[bytes], Any]] = {}
     failures: dict[str, str] = {}
-    deadline = time.monotonic() + TIMEOUT
-    while waiting or running:
+
+    def step() -> bool:
+        """Start what may start and collect what ended; whether all have ended."""
         while waiting and len(running) < PARALLEL:
             name = waiting.pop(0)
             log = (out / f"{name}.log").open("wb")
@@ -93,13 +94,16 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any
                 del running[name]
                 if process.returncode != 0:
                     failures[name] = (out / f"{name}.log").read_text(errors="replace")[-3000:]
-        if time.monotonic() > deadline:
-            for process, log in running.values():
-                process.kill()
-                process.wait(10)
-                log.close()
-            pytest.fail(f"benchmarks still running after {TIMEOUT} s: {sorted(running)}")
-        time.sleep(0.1)
+        return not waiting and not running
+
+    try:
+        until_sync(step, TIMEOUT, "the quick benchmarks", interval=0.1)
+    except AssertionError:
+        for process, log in running.values():
+            process.kill()
+            process.wait(10)
+            log.close()
+        pytest.fail(f"benchmarks still running after {TIMEOUT} s: {sorted(running)}")
     assert not failures, failures
     return {name: json.loads((out / f"{name}.json").read_text()) for name in NAMES}
 

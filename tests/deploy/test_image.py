@@ -15,7 +15,6 @@ import re
 import secrets
 import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -27,6 +26,7 @@ from bench.child import ChildServer
 from tests.deploy.dockerfile import Dockerfile, UnreadLine
 from tests.deploy.test_deploy import compose, compose_nodes, one, route_paths, server_container
 from tests.deploy.venvs import Venv, get, make_venv
+from tests.support.waiting import until_sync
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = Dockerfile(ROOT / "deploy" / "Dockerfile")
@@ -198,12 +198,16 @@ def closed_port() -> Iterator[str]:
 
 
 def wait_ready(url: str, seconds: float = 20.0) -> tuple[int, bytes]:
-    deadline = time.monotonic() + seconds
-    while True:
-        status, body = get(f"{url}/readyz")
-        if status == 200 or time.monotonic() > deadline:
-            return status, body
-        time.sleep(0.2)
+    """GET /readyz until it answers 200 or `seconds` pass; the last answer."""
+    answers: list[tuple[int, bytes]] = []
+
+    def ready() -> bool:
+        answers.append(get(f"{url}/readyz"))
+        return answers[-1][0] == 200
+
+    with contextlib.suppress(AssertionError):  # the caller checks the status
+        until_sync(ready, seconds, interval=0.2)
+    return answers[-1]
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,6 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.deploy.venvs import Venv, get, make_venv
+from tests.support.waiting import until_sync
 
 ROOT = Path(__file__).resolve().parents[2]
 # Helpers for tests and benchmarks, which live in tests/ and bench/ and never ship.
@@ -109,10 +109,10 @@ def test_orchestra_serve_from_the_installed_wheel_answers_readyz(installed: Venv
         ["orchestra", "serve", "--port", "0"], tmp_path, tmp_path / "serve.log", settings
     )
     try:
-        deadline = time.monotonic() + 20
-        while (answer := get(f"{server.url}/readyz"))[0] != 200 and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert answer[0] == 200, (answer, server.logs()[-2000:])
+        try:
+            until_sync(lambda: get(f"{server.url}/readyz")[0] == 200, 20, "/readyz answering 200")
+        except AssertionError as exc:
+            raise AssertionError(server.logs()[-2000:]) from exc
         status, page = get(f"{server.url}/")
         assert status == 200 and b"<html" in page.lower()
     finally:
