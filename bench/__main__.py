@@ -3,7 +3,8 @@
     python -m bench load [--quick]            the table workload: ours vs the minimal pipeline, interference
     python -m bench throughput [--quick]      ours vs the minimal pipeline, closed loop
     python -m bench latency [--quick]         open loop at half the minimal pipeline's max rate
-    python -m bench fanout [--quick]          one event to 1,000 spectators vs websockets broadcast()
+    python -m bench fanout [--writer]         one event to 1,000 spectators vs websockets broadcast() (and
+                                              ours without the direct frame writer)
     python -m bench replay [--quick]          folding stored games vs decoding them; rebuilding from Redis
     python -m bench memory [--quick]          per idle spectator, per active game, steady load
     python -m bench scaling [--quick]         1..1,000 games; decide time in a long game

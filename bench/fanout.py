@@ -8,6 +8,11 @@ clock runs from the trigger's send to the last receipt. Both run on uvloop and d
 permessage-deflate (as `orchestra serve` does by default); they are measured with clients that offer it
 (as browsers do) and clients that do not.
 
+`--writer` also weighs the direct write of shared frames (`server/compat/uvicorn.py`, the server's use
+of uvicorn's private websocket protocol, kept only while it buys more than 10%): without compression,
+ours runs with it and without it (`ORCHESTRA_WS_SHARED_FRAMES=false`, every frame through ASGI), in the
+order with, without, without, with (the machine drifts), and the pooled medians' ratios are reported.
+
     python -m bench.fanout serve-broadcast --port 0     (the baseline server, started by the benchmark)
 """
 
@@ -43,6 +48,11 @@ from bench.common import (
 from server.ops.runner import run as run_on_servers_loop
 
 GOAL = 1.3
+WRITER_GOAL = 0.10  # what the direct write must buy to stay
+WRITER_MODES = {
+    "direct": {"ORCHESTRA_WS_SHARED_FRAMES": "true"},
+    "asgi": {"ORCHESTRA_WS_SHARED_FRAMES": "false"},
+}
 
 
 class _Env(msgspec.Struct):
@@ -205,6 +215,35 @@ def _stats(times: list[float]) -> dict[str, Any]:
     }
 
 
+def measure_writer(redis_url: str, size: int, rounds: int) -> dict[str, Any]:
+    """Ours with the direct write and without it, without compression: the pooled medians and ratios."""
+    import uvloop
+
+    runs: dict[str, list[dict[str, Any]]] = {"direct": [], "asgi": []}
+    for mode in ("direct", "asgi", "asgi", "direct"):
+        with ServerProcess("ours", redis_url, env=WRITER_MODES[mode]) as server:
+            run = uvloop.run(measure_ours(server.url, size, rounds, False, server.pid))
+        run.pop("frame")
+        runs[mode].append(run)
+        say(f"fanout writer {mode}: {run['median_ms']:.1f} ms, CPU {run['server_cpu_ms_per_round']:.1f} ms")
+    pooled = {
+        mode: {
+            "median_ms": statistics.median(t for run in found for t in run["samples_ms"]),
+            "server_cpu_ms_per_round": statistics.mean(run["server_cpu_ms_per_round"] for run in found),
+        }
+        for mode, found in runs.items()
+    }
+    time_ratio = ratio(pooled["direct"]["median_ms"], pooled["asgi"]["median_ms"])
+    cpu_ratio = ratio(pooled["direct"]["server_cpu_ms_per_round"], pooled["asgi"]["server_cpu_ms_per_round"])
+    return {
+        "runs": runs,
+        "pooled": pooled,
+        "time_direct_to_asgi": time_ratio,
+        "cpu_direct_to_asgi": cpu_ratio,
+        "buys_more_than_10_percent": 0 < time_ratio <= 1 - WRITER_GOAL or 0 < cpu_ratio <= 1 - WRITER_GOAL,
+    }
+
+
 # The baseline server ----------------------------------------------------------------------------------
 
 
@@ -276,6 +315,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--spectators", type=int, default=1000)
     # Single rounds swing widely on a shared machine: the median of many.
     parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument(
+        "--writer", action="store_true", help="also ours without the direct write of shared frames"
+    )
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
@@ -305,6 +347,8 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
                 f"(ack {ours['ack_ms_median']:.2f} ms), "
                 f"broadcast() {theirs['median_ms']:.1f} ms, ratio {figure:.2f}"
             )
+        # --quick weighs it too, so that the quick run covers every path of the benchmark.
+        writer = measure_writer(redis.url, size, rounds) if args.writer or args.quick else None
     headline = results["no_compression"]["ratio_median"]
     summary = {
         "spectators": size,
@@ -316,10 +360,18 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         if "deflate" in results
         else None,
     }
+    if writer is not None:
+        summary["writer"] = {key: value for key, value in writer.items() if key != "runs"}
+        results["writer"] = writer
     path = write_result(
         "fanout", {"quick": args.quick, "nofile_limit": limit, "summary": summary, "results": results}, argv
     )
     print(f"fanout: ratio {headline:.2f} without compression (goal <= {GOAL}); wrote {path}")
+    if writer is not None:
+        print(
+            "fanout writer: with/without the direct write: time to all "
+            f"{writer['time_direct_to_asgi']:.2f}x, server CPU {writer['cpu_direct_to_asgi']:.2f}x"
+        )
     return 0
 
 

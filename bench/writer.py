@@ -1,11 +1,11 @@
 """Writer: what the direct write of shared frames buys ours on the table workload (`bench load`).
 
-The direct write (`server/compat/uvicorn.py`) is the server's one use of a dependency's private parts,
-kept only while it buys more than 10%. This runs ours on the table workload with it
-(`ORCHESTRA_WS_SHARED_FRAMES=true`, the default) and without it (every frame through ASGI), in pairs of
-runs on one Redis, the order swapped from one pair to the next (these machines drift: whichever runs
-second would otherwise be favoured), and reports the medians of the pairs' own ratios: throughput, server
-CPU per command and p99 send -> every client of the table.
+The direct write (`server/compat/uvicorn.py`) uses uvicorn's private websocket protocol, kept only while
+it buys more than 10% (`python -m bench fanout --writer` weighs it on fan-out). This runs ours on the
+table workload with it (`ORCHESTRA_WS_SHARED_FRAMES=true`, the default) and without it (every frame
+through ASGI), in pairs of runs on one Redis, the order swapped from one pair to the next (these machines
+drift: whichever runs second would otherwise be favoured), and reports the medians of the pairs' own
+ratios: throughput, server CPU per command and p99 send -> every client of the table.
 
     python -m bench writer [--pairs 6] [--duration 10] [--quick]
 """

@@ -1,12 +1,13 @@
 """uvicorn: the sans-I/O websocket protocol, with a direct write for frames that many clients share and
 a direct close for clients too slow to read.
 
-The one private use of uvicorn: `SharedFrameProtocol` subclasses uvicorn's `WebSocketsSansIOProtocol`
-and reads and sets its connection state. The direct write is kept because it buys the table workload
-more than 10% (server CPU per command and throughput, `python -m bench writer`); the direct close
-because no public way closes a connection whose client does not read (see below). `missing()` lists what
-of that the installed uvicorn lacks (tests/compat fails on it), and `ORCHESTRA_WS_SHARED_FRAMES=false`
-runs plain `ws="websockets-sansio"` instead (without either).
+The private use of uvicorn's websocket protocol: `SharedFrameProtocol` subclasses its
+`WebSocketsSansIOProtocol` and reads and sets its connection state. The direct write is kept because it
+buys more than 10% (server CPU and the time until every spectator has a frame, `python -m bench fanout
+--writer`; docs/performance.md); the direct close because no public way closes a connection whose client
+does not read (see below). `missing()` lists what of that the installed uvicorn lacks (tests/compat fails
+on it), and `ORCHESTRA_WS_SHARED_FRAMES=false` runs plain `ws="websockets-sansio"` instead (without
+either).
 
 A game's every frame goes to each of its clients. Through ASGI, each send builds a message, passes two
 coroutines, encodes the text to UTF-8 again and serializes the frame again. Without compression, a
