@@ -35,6 +35,8 @@ transport (the view combines that with the gate's own pause), that its upgrade g
 frames go through the view: slower, still right), and that its shutdown closes what is in
 `server_state.connections` with `shutdown()` (the gate is there until it has made the HTTP protocol).
 `missing()` lists what the installed uvicorn lacks; tests/compat runs the gate in a real uvicorn server.
+`ORCHESTRA_HTTP_GATE=off` runs plain uvicorn instead (server.ops.runner; docs/operations.md says which
+limits then hold and which the proxy must).
 """
 
 from __future__ import annotations
@@ -108,8 +110,9 @@ def missing(protocol: type = HttpToolsProtocol) -> list[str]:
 
 
 class _TransportView:
-    """The transport as the HTTP protocol sees it: the transport itself, but for `set_protocol`, which hands
-    the connection to the new protocol through the gate."""
+    """The transport as the HTTP protocol sees it: the transport itself, but for `set_protocol` (which hands
+    the connection to the new protocol through the gate), `close` (the gate's, within the send deadline)
+    and pausing reading (combined with the gate's own pause)."""
 
     __slots__ = ("_gate", "_transport")
 
@@ -120,28 +123,8 @@ class _TransportView:
     def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
         self._gate.hand_over(cast(asyncio.Protocol, protocol), self)
 
-    def get_protocol(self) -> asyncio.BaseProtocol:
-        return self._gate.inner
-
-    # The rest of asyncio.Transport, passed on.
-
-    def write(self, data: Any) -> None:
-        self._transport.write(data)
-
-    def writelines(self, list_of_data: Any) -> None:
-        self._transport.writelines(list_of_data)
-
-    def is_closing(self) -> bool:
-        return self._transport.is_closing()
-
     def close(self) -> None:
         self._gate.close()
-
-    def abort(self) -> None:
-        self._transport.abort()
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return self._transport.get_extra_info(name, default)
 
     def pause_reading(self) -> None:
         self._gate.pause_inner(True)
@@ -149,23 +132,9 @@ class _TransportView:
     def resume_reading(self) -> None:
         self._gate.pause_inner(False)
 
-    def is_reading(self) -> bool:
-        return self._transport.is_reading()
-
-    def write_eof(self) -> None:
-        self._transport.write_eof()
-
-    def can_write_eof(self) -> bool:
-        return self._transport.can_write_eof()
-
-    def get_write_buffer_size(self) -> int:
-        return self._transport.get_write_buffer_size()
-
-    def get_write_buffer_limits(self) -> tuple[int, int]:
-        return self._transport.get_write_buffer_limits()
-
-    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        self._transport.set_write_buffer_limits(high, low)
+    def __getattr__(self, name: str) -> Any:
+        # The rest of asyncio.Transport (write, is_closing, get_extra_info, ...): the transport's own.
+        return getattr(self._transport, name)
 
 
 def _body_length(headers: list[tuple[bytes, bytes]]) -> int:
@@ -359,32 +328,26 @@ class GatedHttpProtocol(asyncio.Protocol):
             # Blank lines before a request are skipped by the parser: they are not its head, and must not
             # pass for the end of one.
             head = data.lstrip(b"\r\n")
-        size = self._head_bytes + len(head)
         most = self.limits.limits.max_head_bytes
-        early = self._early
-        if early is not None:
-            # No HTTP protocol yet: the first head is gathered here, and the protocol made once it ends.
-            # A connection that never sends a whole head costs no more than this.
-            ends = (self._tail + head[: most - self._head_bytes]).find(_HEAD_END) >= 0
-            if not ends and size > most:
-                self._refuse(HEAD_TOO_LARGE, too_large_answer(most))
-                return
-            if head:
-                early.append(head)  # blank lines before it dropped: any number of them costs nothing
-            self._head_bytes = size
-            if not ends:
-                self._tail = head[-3:]
-                return
-            self._early = None
-            self._start(early[0] if len(early) == 1 else b"".join(early))
-            return
-        if size > most and (self._tail + head[: most - self._head_bytes]).find(_HEAD_END) < 0:
+        ends = (self._tail + head[: most - self._head_bytes]).find(_HEAD_END) >= 0
+        self._head_bytes += len(head)
+        if not ends and self._head_bytes > most:
             # The head does not end within the limit: what came of it is never parsed.
             self._refuse(HEAD_TOO_LARGE, too_large_answer(most))
             return
-        self._head_bytes = size
         self._tail = head[-3:]
-        self.inner.data_received(data)
+        early = self._early
+        if early is None:
+            self.inner.data_received(data)
+        else:
+            # No HTTP protocol yet: the first head is gathered here, and the protocol made once it ends.
+            # A connection that never sends a whole head costs no more than this.
+            if head:
+                early.append(head)  # blank lines before it dropped: any number of them costs nothing
+            if not ends:
+                return
+            self._early = None
+            self._start(early[0] if len(early) == 1 else b"".join(early))
         if self._awaiting and self._head_bytes > most and not self.transport.is_closing():
             # The parser did not end the head where this gate saw its end (it never should).
             self._refuse(HEAD_TOO_LARGE, too_large_answer(most))
