@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import socket
 import time
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -68,14 +69,20 @@ def test_a_gate_setting_other_than_on_or_off_stops_the_server_at_boot() -> None:
     assert from_env({"ORCHESTRA_HTTP_GATE": "off"}).http_gate == "off"
 
 
-def test_without_the_gate_uvicorns_own_bounds_come_from_the_settings() -> None:
-    settings = Settings(http_gate="off", max_head_bytes=4096, request_timeout=2.5, max_connections=300)
+def test_without_the_gate_uvicorns_own_bounds_come_from_the_settings(tmp_path: Path) -> None:
+    settings = Settings(
+        http_gate="off",
+        max_head_bytes=4096,
+        request_timeout=2.5,
+        max_connections=300,
+        data_dir=str(tmp_path),
+    )
     config = uvicorn_server(settings).config
     assert config.http == "h11"
     assert config.h11_max_incomplete_event_size == 4096
     assert config.limit_concurrency == 300
     assert config.timeout_keep_alive == 3
-    gated = uvicorn_server(Settings(max_connections=300)).config
+    gated = uvicorn_server(Settings(max_connections=300, data_dir=str(tmp_path))).config
     assert isinstance(gated.http, type) and gated.limit_concurrency is None
 
 
