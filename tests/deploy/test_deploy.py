@@ -42,7 +42,8 @@ def graceful_shutdown_seconds() -> int:
     from server.config import Settings
     from server.ops.runner import uvicorn_server
 
-    seconds = uvicorn_server(Settings()).config.timeout_graceful_shutdown
+    # A connection cap under any descriptor limit, so that building the server warns of nothing.
+    seconds = uvicorn_server(Settings(max_connections=100)).config.timeout_graceful_shutdown
     assert seconds is not None
     return int(seconds)
 
