@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     from server.config import Settings
 
 DEFAULT_SERVER = "http://127.0.0.1:8000"
+# A seat left open by `orchestra new-game`: its player gives their name when they sit down.
+OPEN_SEAT = "-"
 # Where `orchestra demo` finds its bots: a package of the same distribution, never imported by the server.
 DEMO_CLIENT = "orchestra_client.demo"
 
@@ -86,9 +88,17 @@ def _parser() -> argparse.ArgumentParser:
         description="Create a game on a running server and print each seat's secret token and links. "
         "The tokens are shown only once.",
     )
-    new.add_argument("names", nargs="+", metavar="NAME", help="the players, in seat order (1 to 4)")
+    new.add_argument(
+        "names",
+        nargs="+",
+        metavar="NAME",
+        help=f"the players, in seat order (1 to 4); {OPEN_SEAT} leaves a seat open for its player to name",
+    )
     new.add_argument("--layout", default="standard", help="the board layout (default standard)")
     new.add_argument("--private", action="store_true", help="spectators need a watch token")
+    new.add_argument(
+        "--open", action="store_true", help="an open table: listed on the server's page for anyone to join"
+    )
     new.add_argument("--api-key", help="the server's API key, if it requires one")
     _server_option(new)
     new.set_defaults(run=_new_game)
@@ -422,7 +432,13 @@ def _new_game(args: argparse.Namespace) -> int:
     from server.ops import links
 
     base = args.server.rstrip("/")
-    body = {"players": args.names, "layout": args.layout, "spectators": "token" if args.private else "public"}
+    body: dict[str, object] = {
+        "players": [None if name == OPEN_SEAT else name for name in args.names],
+        "layout": args.layout,
+        "spectators": "token" if args.private else "public",
+    }
+    if args.open:
+        body["open"] = True
     status, answer = _request("POST", f"{base}/games", body, args.api_key)
     if status != 201:
         return _fail(status, answer)

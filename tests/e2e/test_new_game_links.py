@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from orchestra_client import GameClient
@@ -111,3 +112,18 @@ async def test_piped_it_prints_the_links_without_codes(cli_server: Any) -> None:
     assert done.returncode == 0, done.stderr
     assert "/play#token=" in done.stdout
     assert not set(done.stdout) & set("\u2588\u2580\u2584")
+
+
+async def test_a_dash_leaves_a_seat_open_and_open_lists_the_table(cli_server: Any) -> None:
+    command = [sys.executable, "-m", "server.ops.cli", "new-game", "Ada", "-", "-", "--open"]
+    done = await asyncio.to_thread(
+        subprocess.run, [*command, "--server", cli_server.url], cwd=ROOT, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    game_id = re.search(r"^game (\S+) created$", done.stdout, re.MULTILINE).group(1)  # type: ignore[union-attr]
+    assert "seat 1 (open)" in done.stdout and "seat 2 (open)" in done.stdout
+    async with httpx.AsyncClient(base_url=cli_server.url) as http:
+        view = (await http.get(f"/games/{game_id}")).json()
+        tables = (await http.get("/games/open")).json()
+    assert [player["name"] for player in view["players"]] == ["Ada", None, None]
+    assert game_id in [table["game_id"] for table in tables]
