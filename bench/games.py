@@ -7,8 +7,8 @@ import itertools
 
 from domain import STANDARD, PerformanceToken, Place, RepairToken, legal_spaces
 from domain.messages import Token
-from server.engine.envelope import Record
 from server.engine.games import Games
+from server.store import Record
 from server.store.memory import MemoryEventStore
 
 

@@ -17,8 +17,8 @@ from typing import Any
 from bench.common import RedisServer, ratio, say, write_result
 from bench.games import build_game
 from projections import project
-from server.engine import envelope
 from server.engine.folded import FoldedGame
+from server.protocol import envelope
 from server.store.redis import RedisEventStore
 from server.store.redis._scripts import events_key
 
@@ -41,7 +41,7 @@ def _best_rates(runs: dict[str, Any], events: int, repeat: int) -> dict[str, flo
 
 
 def fold_rates(datas: list[bytes], game_id: str, repeat: int) -> dict[str, float]:
-    from server.engine.envelope import Record
+    from server.store import Record
 
     records = [Record(i + 1, d) for i, d in enumerate(datas)]
 

@@ -46,7 +46,7 @@ from domain import (
 )
 from domain.messages import Token
 from projections import project
-from server.engine.envelope import GENESIS, Envelope, chain_hash, decode, encode
+from server.protocol.envelope import GENESIS, Envelope, chain_hash, decode, encode
 from server.store.redis import RedisEventStore
 
 RESULT = Path(__file__).resolve().parent / "results" / "store_bench.json"

@@ -219,6 +219,85 @@ def test_the_cycle_checker_finds_a_cycle_through_every_kind_of_import() -> None:
     assert find_cycle(import_graph(sources)) is None
 
 
+# Ranks --------------------------------------------------------------------------------------------------
+
+# The order a newcomer learns: a module imports only modules of its own rank or lower ones. The server's
+# top-level modules are placed too: the clock and the credentials below the protocol (the session checks
+# tokens); the settings, the connection limits and the metrics above the store and below the engine (the
+# engine counts, the store needs none of them). `compat` ranks just below web, so only web and ops (the
+# two above it) may use a dependency's private parts.
+RANKS: tuple[tuple[str, ...], ...] = (
+    ("domain",),
+    ("projections",),
+    ("server", "server.clock", "server.auth"),
+    ("server.protocol",),
+    ("server.store",),
+    ("server.config", "server.connections", "server.metrics"),
+    ("server.engine",),
+    ("server.compat",),
+    ("server.web",),
+    ("server.ops",),
+)
+
+
+def rank_of(module: str) -> int | None:
+    """The rank of `module`: that of the longest entry naming it or a package holding it (so "server"
+    covers only what no subpackage's entry does); None when unranked."""
+    matches = [
+        (len(name), rank)
+        for rank, names in enumerate(RANKS)
+        for name in names
+        if module == name or module.startswith(f"{name}.")
+    ]
+    return max(matches)[1] if matches else None
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Every import of `graph` from a ranked module of a lower rank than the module it names."""
+    found = []
+    for module, targets in sorted(graph.items()):
+        low = rank_of(module)
+        for target in sorted(targets):
+            high = rank_of(target)
+            if low is not None and high is not None and high > low:
+                found.append(f"{module} -> {target}")
+    return found
+
+
+def test_every_top_level_module_of_the_server_is_placed_in_the_ranks() -> None:
+    """A new module at server/'s top (or a new subpackage) must be given its rank in RANKS: else it would
+    pass for the rank of "server" itself."""
+    placed = {name for names in RANKS for name in names}
+    tops = {".".join(name.split(".")[:2]) for name in _project_sources() if name.startswith("server.")}
+    assert tops - placed == set()
+
+
+def test_no_module_imports_a_higher_rank() -> None:
+    sources = {
+        name: (path.name == "__init__.py", source) for name, (path, source) in _project_sources().items()
+    }
+    upward = upward_imports(import_graph(sources))
+    assert upward == [], "imports of a higher rank: " + "; ".join(upward)
+
+
+def test_the_rank_checker_sees_an_upward_import_and_ranks_a_module_by_its_package() -> None:
+    assert rank_of("server.store.redis.keys") == rank_of("server.store") == 4
+    assert rank_of("server.auth") == 2 and rank_of("server") == 2 and rank_of("server.metrics") == 5
+    assert rank_of("orchestra_client.session") is None
+    sources = {
+        "server.store.memory": (False, "from server.engine.owner import LiveGame\nimport server.clock\n"),
+        "server.engine.owner": (False, "from server.store import EventStore\n"),
+        "server.compat.uvicorn": (False, ""),
+        "server.protocol.session": (False, "from server.compat import uvicorn\nfrom server import auth\n"),
+        "server.clock": (False, ""),
+        "server.auth": (False, ""),
+    }
+    assert upward_imports(import_graph(sources)) == [
+        "server.protocol.session -> server.compat.uvicorn",
+        "server.store.memory -> server.engine.owner",
+    ]
+
+
 # Dependencies' private parts ----------------------------------------------------------------------------
 
 FENCED = ("uvicorn", "redis", "starlette", "websockets", "hiredis")

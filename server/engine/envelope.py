@@ -1,89 +1,16 @@
-"""The stored and wire form of an event: the envelope, its codec, its hash chain and upcasting.
+"""Sealing new envelopes: each chained to the one before it and signed by the node's key.
 
-Every stored envelope carries a schema version and the hash of the previous envelope's bytes (the
-integrity chain), so neither an integrity check nor an upgrade ever needs a migration of old games. The
-server signs every envelope it writes (`key`, `sig`; see `server.engine.signing`): the chain links the
-envelopes, the signature proves the server wrote each of them. Envelopes written before signing carry
-neither field and still decode.
+The envelope itself, its codec and its chain are the protocol's (`server.protocol.envelope`); signing is
+the engine's, as it holds the node's key (`server.engine.signing`).
 """
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Callable, Sequence
-from typing import Any
-
-import msgspec
+from collections.abc import Sequence
 
 from domain import Event
 from server.engine.signing import ENVELOPE, Signer
-
-SCHEMA_VERSION = 1
-# The `prev` of a game's first envelope: the chain starts from a fixed root.
-GENESIS = "0" * 64
-
-
-class Envelope(msgspec.Struct, frozen=True, gc=False):
-    """One event as stored in a game's stream and sent to clients."""
-
-    game_id: str
-    version: int
-    at: str
-    command_id: str | None
-    seat: int | None
-    event: Event
-    schema: int = SCHEMA_VERSION
-    prev: str = GENESIS
-    # The id of the key that signed the envelope, and the signature (None in envelopes written before
-    # signing). Always the last two fields: the signed bytes are the stored line up to `sig`.
-    key: str | None = None
-    sig: str | None = None
-
-
-class Record(msgspec.Struct, frozen=True, gc=False):
-    """An envelope as read from the store: its version and its exact stored bytes."""
-
-    version: int
-    data: bytes
-
-
-encode = msgspec.json.Encoder().encode
-_decode_current = msgspec.json.Decoder(Envelope).decode
-_decode_any = msgspec.json.Decoder(dict[str, Any]).decode
-
-# Upcasters turn the JSON object of an envelope of schema N into schema N + 1. Register one whenever an
-# event changes shape in a way a default cannot cover; old games then stay readable without migration.
-Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
-UPCASTERS: dict[int, Upcaster] = {}
-
-
-def decode(data: bytes) -> Envelope:
-    """Decode stored envelope bytes, upcasting an envelope written under an older schema."""
-    try:
-        envelope = _decode_current(data)
-    except msgspec.ValidationError:
-        return _upcast(data)
-    if envelope.schema < SCHEMA_VERSION:
-        return _upcast(data)
-    return envelope
-
-
-def _upcast(data: bytes) -> Envelope:
-    raw = _decode_any(data)
-    schema = int(raw.get("schema", 0))
-    while schema < SCHEMA_VERSION:
-        step = UPCASTERS.get(schema)
-        if step is None:
-            raise msgspec.ValidationError(f"no upcaster from envelope schema {schema}")
-        raw = step(raw)
-        schema += 1
-        raw["schema"] = schema
-    return msgspec.convert(raw, Envelope)
-
-
-def chain_hash(data: bytes) -> str:
-    """The hash the next envelope carries as `prev`: SHA-256 of this envelope's stored bytes."""
-    return hashlib.sha256(data).hexdigest()
+from server.protocol.envelope import Envelope, chain_hash, encode
 
 
 def seal(

@@ -14,9 +14,9 @@ import msgspec
 
 from domain import Event, Score
 from projections import Board, PlayerView, View, apply, project, view_delta
-from server.engine import envelope
-from server.engine.envelope import GENESIS, Envelope, Record
-from server.store import UnreadableGame
+from server.protocol import envelope
+from server.protocol.envelope import GENESIS, Envelope
+from server.store import Record, UnreadableGame
 
 _encode = msgspec.json.Encoder().encode
 # Up to this many new events are applied one by one (each touches one space); more are folded in one pass.

@@ -18,14 +18,14 @@ from domain import CreateGame, Game, GameCreated, UnknownGame, decide
 from projections import View, project
 from server import auth
 from server.clock import utc_now
-from server.engine import envelope
-from server.engine.envelope import Record
+from server.engine.envelope import seal
 from server.engine.folded import SPACES_CACHE_BYTES, FoldedGame, GapError, decode_all
 from server.engine.listing import creator_key, creator_of, listing_of
 from server.engine.owner import Command, LiveGame, Node, Outcome
 from server.engine.signing import Signer
 from server.metrics import Metrics
-from server.store import EventStore, StoreUnavailable, UnreadableGame
+from server.protocol import envelope
+from server.store import EventStore, Record, StoreUnavailable, UnreadableGame
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +149,7 @@ class Games:
         game_id = created.game_id
         command_id = f"create:{auth.new_token()[:16]}"
         node = self.node
-        _, data, _ = envelope.seal(
+        _, data, _ = seal(
             game_id, 0, envelope.GENESIS, node.clock(), command_id, None, [created], node.signer
         )
         hashed = None if creator is None else creator_of(creator, self._creator_key)

@@ -19,8 +19,8 @@ import logging
 import msgspec
 
 from domain import GameCreated, GameEnded, NextGame
-from server.engine import envelope
 from server.engine.presence import Presence
+from server.protocol import envelope
 from server.protocol.frames import Presence as PresenceNow
 from server.store import EventStore, Listed, StoreError
 

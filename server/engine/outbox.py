@@ -15,6 +15,8 @@ import contextlib
 from collections import deque
 from collections.abc import Awaitable, Callable
 
+from server.protocol.codes import TOO_SLOW
+
 # Sends one frame through ASGI.
 Send = Callable[[bytes], Awaitable[None]]
 # Closes the connection with a code and reason.
@@ -24,8 +26,6 @@ Write = Callable[[bytes], bool]
 # Closes the connection at once with a code and reason (at most 123 UTF-8 bytes, as `shut` gives),
 # without waiting for the peer to read; False when it cannot.
 CloseNow = Callable[[int, str], bool]
-
-TOO_SLOW = 1013
 
 
 class Outbox:

@@ -35,20 +35,21 @@ import msgspec
 from domain import Event, Rejected, UnknownGame, decide, evolve
 from domain.messages import CloseSeat, EndGame, Place, PlayAgain, ReissueToken, TakeBack, TakeSeat
 from server import auth
-from server.engine import envelope
-from server.engine.envelope import Envelope, Record
+from server.engine.envelope import seal
 from server.engine.folded import Diverged, FoldedGame, GapError
 from server.engine.outbox import Outbox
 from server.engine.signing import Signer
 from server.metrics import Metrics
-from server.protocol.frames import DeltaFrame, EventsFrame, HistoryFrame, NextGameFrame, encode
-from server.protocol.session import HISTORY_CHANGED, SEAT_CLOSED, TOKEN_REISSUED, TOO_SLOW, LiveView
+from server.protocol.codes import HISTORY_CHANGED, SEAT_CLOSED, TOKEN_REISSUED, TOO_SLOW
+from server.protocol.envelope import Envelope
+from server.protocol.frames import DeltaFrame, EventsFrame, HistoryFrame, LiveView, NextGameFrame, encode
 from server.store import (
     Append,
     Appended,
     ConcurrencyConflict,
     EventStore,
     HistoryChanged,
+    Record,
     StoreError,
     StoreUnavailable,
     UnreadableGame,
@@ -357,7 +358,7 @@ class LiveGame:
             except Rejected as exc:
                 refused.append((submission, exc))
                 continue
-            items, data, head = envelope.seal(
+            items, data, head = seal(
                 self.game_id, version, head, at, command.id, command.seat, events, signer
             )
             plans.append(_Plan(submission, version, line, items, data, head))

@@ -17,9 +17,9 @@ from collections.abc import Mapping, Sequence
 import msgspec
 
 from domain import GameEnded, NextGame
-from server.engine import envelope
-from server.engine.envelope import Record
 from server.engine.signing import TRAILER, Signer
+from server.protocol import envelope
+from server.store import Record
 
 # How a trailer line begins; no envelope begins so (an envelope's first field is game_id).
 TRAILER_START = b'{"type":"trailer"'

@@ -31,11 +31,11 @@ import msgspec
 
 from domain import GameEnded, NextGame
 from server.clock import utc_now
-from server.engine import envelope
 from server.engine.signing import Keyring, Signer
 from server.engine.trailer import TRAILER_START, trailer_line
 from server.ops.files import FileTooLarge, LinkRefused, NotRegularFile, kind_of, read_bounded
 from server.ops.verify import verify
+from server.protocol import envelope
 from server.store import ConcurrencyConflict, EventStore, StoreError
 
 

@@ -40,13 +40,13 @@ from typing import Protocol, TypeVar
 import msgspec
 
 from domain import GameEnded
-from server.engine import envelope
 from server.engine.signing import Keyring, Signer
 from server.ops.archive import ArchiveError, archive
 from server.ops.files import NotRegularFile, read_lines
 from server.ops.progress import Outcome, Progress
 from server.ops.restore import RestoreError, Result, restore
 from server.ops.verify import Report, verify
+from server.protocol import envelope
 from server.store import EventStore, StoreError
 
 # Games whose newest envelope is read at once when listing the ended ones.

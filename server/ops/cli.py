@@ -319,13 +319,18 @@ def _settings(args: argparse.Namespace) -> Settings | None:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from server.engine.signing import SigningKeyError
     from server.ops import logs, runner
 
     settings = _settings(args)
     if settings is None:
         return 2
     log_format = logs.setup(settings.log_level, log_format=settings.log_format)
-    server = runner.uvicorn_server(settings)
+    try:
+        server = runner.uvicorn_server(settings)
+    except SigningKeyError as exc:  # the default key could not be made (its directory not writable)
+        print(f"orchestra: {exc}; the server was not started", file=sys.stderr)
+        return 2
 
     async def announce() -> None:
         url = await runner.started_url(server)

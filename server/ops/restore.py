@@ -35,11 +35,11 @@ import msgspec
 
 from domain import GameCreated
 from server import auth
-from server.engine import envelope
 from server.engine.listing import listing_of
 from server.engine.signing import Keyring, parse_time, time_text
 from server.engine.trailer import TRAILER_START, trailer_credentials
 from server.ops.verify import verify
+from server.protocol import envelope
 from server.store import EventStore, GameExists
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

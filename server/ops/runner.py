@@ -6,14 +6,18 @@ import asyncio
 import math
 import os
 from collections.abc import Coroutine
+from pathlib import Path
 from typing import Any, TypeVar
 
 import uvicorn
+from starlette.applications import Starlette
 
 from server import connections
 from server.compat.uvicorn import WS_IMPLEMENTATION, SharedFrameProtocol
 from server.compat.uvicorn_gate import gated_http
 from server.config import Settings
+from server.ops import signing_keys
+from server.ops.embedded_redis import EmbeddedRedis
 from server.web.app import create_app
 
 T = TypeVar("T")
@@ -30,7 +34,7 @@ def uvicorn_server(settings: Settings, graceful_seconds: int = 5) -> uvicorn.Ser
     limits = connections.from_settings(settings)
     gated = settings.http_gate == "on"
     config = uvicorn.Config(
-        create_app(settings, connections=limits if gated else None),
+        node_app(settings, limits if gated else None),
         host=settings.host,
         port=settings.port,
         **(_gate(limits) if gated else _plain_http(limits)),
@@ -56,6 +60,21 @@ def uvicorn_server(settings: Settings, graceful_seconds: int = 5) -> uvicorn.Ser
         forwarded_allow_ips=forwarded_allow_ips(),
     )
     return uvicorn.Server(config)
+
+
+def node_app(settings: Settings, limits: connections.ConnectionLimits | None = None) -> Starlette:
+    """The app of a node, handed its signing key (the data directory's default one is made if missing),
+    the keys it trusts and, without ORCHESTRA_REDIS_URL, the embedded Redis it starts on startup.
+
+    Raises: SigningKeyError (a key that cannot be read or made: the node does not start).
+    """
+    signer = signing_keys.load_signer(settings, create=True)
+    assert signer is not None  # made when missing
+    embedded = None
+    if settings.redis_url is None:
+        embedded = EmbeddedRedis(Path(settings.data_dir), maxmemory=settings.embedded_redis_maxmemory)
+    keys = signing_keys.keyring(settings, signer)
+    return create_app(settings, connections=limits, signer=signer, keys=keys, embedded=embedded)
 
 
 def _gate(limits: connections.ConnectionLimits) -> dict[str, Any]:

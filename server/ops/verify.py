@@ -47,9 +47,9 @@ from domain import (
 from domain.rules import doubles
 from domain.vocabulary import DOUBLING_SKILL, MATERIAL_CHOICE, MATERIALS, RULES_VERSION, Material
 from projections import Board, View, apply
-from server.engine import envelope
 from server.engine.signing import ENVELOPE, TRAILER, KeyOrder, Keyring
 from server.engine.trailer import TRAILER_START, decode_trailer
+from server.protocol import envelope
 
 
 class Report(msgspec.Struct, frozen=True):

@@ -23,6 +23,9 @@ Code = Annotated[str, msgspec.Meta(extra_json_schema={"enum": list(CODES)})]
 # A hello's `view`: "delta" (live frames carry what changed), "full" (the whole view; v1's `true`), false
 # (none).
 ViewMode = bool | Literal["full", "delta"]
+# What a connection's live frames carry of the view: what changed, the whole view, or nothing.
+LiveView = Literal["delta", "full", "none"]
+LIVE_VIEWS: dict[ViewMode, LiveView] = {"delta": "delta", "full": "full", True: "full", False: "none"}
 
 
 class Hello(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag_field="type", tag="hello"):

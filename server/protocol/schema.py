@@ -23,8 +23,8 @@ import msgspec
 
 from domain import Event
 from projections import View, ViewDelta
-from server.engine.envelope import Envelope
 from server.protocol import frames, wall
+from server.protocol.envelope import Envelope
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 REF = "#/$defs/{name}"

@@ -19,17 +19,19 @@ import enum
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import msgspec
 
 from domain import Rejected
 from domain.messages import EndGame, Place, PlayAgain, TakeBack, TakeSeat
 from server import auth
+from server.protocol.codes import POLICY, TOO_SLOW
 from server.protocol.frames import (
+    LIVE_VIEWS,
     Accepted,
     Hello,
     HistoryFrame,
+    LiveView,
     Welcome,
     decode_frame,
     encode,
@@ -38,19 +40,7 @@ from server.protocol.frames import (
     says_hello,
 )
 from server.protocol.limits import TokenBucket
-from server.store import GameFenced, StoreFull, UnreadableGame
 
-POLICY = 1008
-TOO_SLOW = 1013
-# The game's stored history cannot be read: reconnecting cannot help until an operator restores it.
-DAMAGED = 1011
-# The stream no longer holds what this connection was sent (the store lost acknowledged writes and others
-# were written at their versions): reconnect, and take the game as the new welcome and history give it.
-HISTORY_CHANGED = 4001
-# The host gave this connection's seat a new token: the token it came with plays no more (the page says so).
-TOKEN_REISSUED = 4003
-# The host closed this connection's seat: it takes no part in the game.
-SEAT_CLOSED = 4004
 HISTORY_CHUNK = 200
 # RFC 6455: a close frame's payload is at most 125 bytes, two of them the code.
 MAX_CLOSE_REASON_BYTES = 123
@@ -116,12 +106,6 @@ class State(enum.Enum):
     CLOSED = "closed"
 
 
-# What a connection's live frames carry of the view: what changed, the whole view, or nothing.
-LiveView = Literal["delta", "full", "none"]
-# What a hello's `view` asks for: v1's `true` is the whole view.
-_VIEWS: dict[object, LiveView] = {"delta": "delta", "full": "full", True: "full", False: "none"}
-
-
 class Session:
     """The protocol state of one connection."""
 
@@ -137,7 +121,7 @@ class Session:
     @property
     def view(self) -> LiveView:
         """What this client's live frames carry of the view: "delta", "full" or "none"."""
-        return _VIEWS[self.hello.view] if self.hello is not None else "delta"
+        return LIVE_VIEWS[self.hello.view] if self.hello is not None else "delta"
 
     def receive(self, text: str | None, version: int | None = None) -> list[Action]:
         """A message arrived: its text, or None for a binary frame; `version`, once admitted, the game's
@@ -257,24 +241,11 @@ class Session:
         events = [msgspec.Raw(d) for d in envelopes]
         return Send(encode(Accepted(id=command_id, version=version, events=events)))
 
-    def refused(self, command_id: str, error: Exception, version: int) -> Send:
-        """The answer to a command that was not written: the rule's rejection; `damaged_game`, `archiving`
-        or `store_full` when the store refused it (a damaged history, a game being archived, no room); or
-        `unavailable` when the store did not answer (the command may have been written: retry with the
-        same id)."""
+    def refused(self, command_id: str, error: Rejected, version: int) -> Send:
+        """The answer to a command that was not written: the rule's rejection, or the shell's for a store
+        that refused it (server.web.refusals)."""
         self.version = max(self.version, version)
-        if isinstance(error, Rejected):
-            return Send(rejected(command_id, error.code, error.message, version), error.code)
-        if isinstance(error, UnreadableGame):
-            return Send(rejected(command_id, "damaged_game", str(error), version), "damaged_game")
-        if isinstance(error, GameFenced):
-            message = "the game is being archived: it takes no more commands"
-            return Send(rejected(command_id, "archiving", message, version), "archiving")
-        if isinstance(error, StoreFull):
-            message = "the event store is full; the command was not written"
-            return Send(rejected(command_id, "store_full", message, version), "store_full")
-        message = "the event store did not answer; retry with the same id"
-        return Send(rejected(command_id, "unavailable", message, version), "unavailable")
+        return Send(rejected(command_id, error.code, error.message, version), error.code)
 
     def _refuse(self, id: str | None, code: str, message: str) -> list[Action]:
         return [Send(rejected(id, code, message, self.version), code)]

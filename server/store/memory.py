@@ -10,7 +10,6 @@ import asyncio
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 
-from server.engine.envelope import Record
 from server.store import (
     Append,
     Appended,
@@ -22,6 +21,7 @@ from server.store import (
     HistoryChanged,
     Known,
     Listed,
+    Record,
     StoreError,
     TooManyGames,
 )

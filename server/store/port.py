@@ -31,8 +31,6 @@ from typing import NamedTuple, Protocol
 
 import msgspec
 
-from server.engine.envelope import Record
-
 
 class StoreError(Exception):
     """A failure of the event store."""
@@ -96,6 +94,13 @@ class TooManyGames(StoreError):
 
 class GameFenced(StoreError):
     """The game is being archived: it takes no more commands (nothing was written)."""
+
+
+class Record(msgspec.Struct, frozen=True, gc=False):
+    """An envelope as read from the store: its version and its exact stored bytes."""
+
+    version: int
+    data: bytes
 
 
 class Listed(msgspec.Struct, frozen=True):

@@ -1,8 +1,10 @@
-"""The composition root: `create_app(settings, store=None)` wires the store, the games, presence and routes.
+"""The composition root: `create_app(...)` wires the store, the games, presence and routes.
 
-The event store is opened (and an embedded redis-server started, when no Redis URL is configured) in the
-app's lifespan, not around uvicorn's run call: uvicorn re-raises SIGTERM after its own shutdown, so code
-placed after the run call never runs, while the lifespan's exit always does.
+What backs the node is handed to it by `server.ops` (server.ops.runner): the signing key, the keys it
+trusts and, when no Redis URL is configured, the embedded Redis (not started). The event store is opened
+(and that Redis started) in the app's lifespan, not around uvicorn's run call: uvicorn re-raises SIGTERM
+after its own shutdown, so code placed after the run call never runs, while the lifespan's exit always
+does.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import contextlib
 import gc
 import logging
 from collections.abc import AsyncIterator
-from pathlib import Path
+from typing import Protocol
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -24,9 +26,8 @@ from server.connections import ConnectionLimits
 from server.engine import listing
 from server.engine.games import Games
 from server.engine.presence import Presence
+from server.engine.signing import Keyring, Signer
 from server.metrics import Metrics
-from server.ops import signing_keys
-from server.ops.embedded_redis import EmbeddedRedis
 from server.store import EventStore, StoreError
 from server.store.redis import RedisEventStore
 from server.web import http, pages, tables, wall, ws
@@ -36,12 +37,45 @@ from server.web.context import Context
 log = logging.getLogger(__name__)
 
 
+class RedisBinary(Protocol):
+    """The redis-server an embedded Redis runs: where it is and the version it reports."""
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def version_text(self) -> str: ...
+
+
+class EmbeddedRedis(Protocol):
+    """A redis-server the node runs over its data directory (server.ops.embedded_redis.EmbeddedRedis)."""
+
+    @property
+    def binary(self) -> RedisBinary | None: ...
+
+    @property
+    def socket(self) -> object: ...
+
+    async def start(self) -> str:
+        """Start it; its URL (with its password) once it answers."""
+        ...
+
+    async def stop(self, timeout: float = ...) -> None:
+        """Stop it."""
+        ...
+
+
 def create_app(
     settings: Settings | None = None,
     store: EventStore | None = None,
     connections: ConnectionLimits | None = None,
+    *,
+    signer: Signer | None = None,
+    keys: Keyring | None = None,
+    embedded: EmbeddedRedis | None = None,
 ) -> Starlette:
-    """The ASGI app. With no `store`, it opens Redis (embedded or `settings.redis_url`) on startup."""
+    """The ASGI app: envelopes signed by `signer`, the keys of `keys` published. With no `store`, it opens
+    Redis on startup: `embedded` (started then) when given, else `settings.redis_url`."""
     settings = settings or Settings()
 
     @contextlib.asynccontextmanager
@@ -50,18 +84,14 @@ def create_app(
         problem = api_key_problem(settings.api_key) or redis_url_problem(settings.redis_url)
         if problem is not None:
             raise RuntimeError(problem)
-        # The signing key first: a key that cannot be read or made stops the node before anything starts.
-        signer = signing_keys.load_signer(settings, create=True)
-        assert signer is not None
-        keys = signing_keys.keyring(settings, signer)
+        if signer is None:
+            raise RuntimeError("the node has no signing key: server.ops hands create_app its signer")
         log.info("signing envelopes", extra={"key_id": signer.key_id})
-        embedded: EmbeddedRedis | None = None
         redis_info: tuple[str, str] | None = None  # the Redis's version, and whether it is embedded
         opened = store
         if opened is None:
             url = settings.redis_url
-            if url is None:
-                embedded = EmbeddedRedis(Path(settings.data_dir), maxmemory=settings.embedded_redis_maxmemory)
+            if embedded is not None:
                 url = await embedded.start()
                 assert embedded.binary is not None
                 redis_info = (embedded.binary.version_text, "true")
@@ -75,6 +105,8 @@ def create_app(
                         "redis_version": embedded.binary.version_text,
                     },
                 )
+            if url is None:
+                raise RuntimeError("no Redis: neither ORCHESTRA_REDIS_URL nor an embedded Redis is given")
             try:
                 opened = await RedisEventStore.from_url(
                     url,
@@ -105,7 +137,7 @@ def create_app(
         presence = Presence(opened, heartbeat=settings.presence_heartbeat, expiry=settings.presence_expiry)
         presence.start()
         ctx = Context(
-            settings=settings, games=games, presence=presence, metrics=metrics, embedded=embedded, keys=keys
+            settings=settings, games=games, presence=presence, metrics=metrics, keys=keys or Keyring()
         )
         app.state.ctx = ctx
         # Games written before the store's index existed are indexed meanwhile (server.engine.listing).
@@ -128,7 +160,7 @@ def create_app(
             await games.close()  # a command still waiting is answered unavailable, not dropped
             if store is None:
                 await opened.close()
-            if embedded is not None:
+            if embedded is not None and store is None:
                 await embedded.stop()
                 log.info("embedded redis stopped")
 

@@ -10,7 +10,6 @@ from server.engine.presence import Presence
 from server.engine.signing import Keyring
 from server.engine.wall import Wall
 from server.metrics import Metrics
-from server.ops.embedded_redis import EmbeddedRedis
 from server.web.throttle import AddressThrottle
 
 
@@ -23,7 +22,6 @@ class Context:
     # Who is connected to each game, on every node (server.engine.presence).
     presence: Presence
     metrics: Metrics = field(default_factory=Metrics)
-    embedded: EmbeddedRedis | None = None
     # The public keys of this node's signing key and of its retired ones (GET /signing-keys).
     keys: Keyring = field(default_factory=Keyring)
     # How fast each client address may create games (from the settings).

@@ -18,8 +18,9 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from server.compat.uvicorn import shared_closer, shared_writer
 from server.engine.outbox import Outbox
+from server.protocol.codes import TOO_SLOW
 from server.protocol.limits import TokenBucket
-from server.protocol.session import TOO_SLOW, close_reason
+from server.protocol.session import close_reason
 from server.protocol.wall import WallMore
 from server.store import StoreError
 from server.web.context import Context

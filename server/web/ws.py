@@ -19,9 +19,8 @@ from server.compat.uvicorn import shared_closer, shared_writer
 from server.engine import tables
 from server.engine.outbox import Outbox
 from server.engine.owner import Command, Follower, LiveGame, Outcome
+from server.protocol.codes import DAMAGED, TOO_SLOW
 from server.protocol.session import (
-    DAMAGED,
-    TOO_SLOW,
     Action,
     Close,
     Join,
@@ -35,6 +34,7 @@ from server.protocol.session import (
 )
 from server.store import GameFenced, StoreError, StoreFull, UnreadableGame
 from server.web.context import Context
+from server.web.refusals import rejection
 
 log = logging.getLogger(__name__)
 
@@ -197,7 +197,7 @@ def _submit(
                     extra={**extra, "version": result.version, "duration_ms": round(elapsed * 1e3, 3)},
                 )
             return
-        answer = session.refused(command.id, result, game.version)
+        answer = session.refused(command.id, rejection(result), game.version)
         outbox.put(answer.data)
         code = answer.code or "unavailable"
         ctx.metrics.rejected(code)
@@ -228,7 +228,7 @@ async def _play_again(
     try:
         _, outcome, _ = await tables.play_again(ctx.games, game.game_id, command.seat, command.id)
     except (Rejected, StoreError) as exc:
-        answer = session.refused(command.id, exc, game.version)
+        answer = session.refused(command.id, rejection(exc), game.version)
         ctx.metrics.rejected(answer.code or "unavailable")
         outbox.put(answer.data)
         return

@@ -13,10 +13,10 @@ from domain import InstrumentToken, PerformanceToken, Place, Rejected, RepairTok
 from orchestra_client import DeltaMismatch, apply_delta
 from projections import ViewDelta, project, render
 from server.config import Settings
-from server.engine import envelope
 from server.engine.folded import SPACES_CACHE_BYTES, Diverged, FoldedGame, GapError
 from server.engine.games import Games
 from server.engine.owner import Follower
+from server.protocol import envelope
 from server.protocol.frames import DeltaFrame, EventsFrame, encode
 from server.store.memory import MemoryEventStore
 

@@ -11,8 +11,8 @@ import pytest
 from domain import InstrumentToken, PerformanceToken, Place, Rejected, RepairToken, Token
 from domain.messages import EndGame
 from projections import project
-from server.engine import envelope
 from server.engine.games import Games
+from server.protocol import envelope
 from server.store import EventStore
 from server.store.memory import MemoryEventStore
 from server.store.redis import RedisEventStore

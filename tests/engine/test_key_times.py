@@ -15,12 +15,12 @@ import pytest
 
 from domain import EndGame, decide
 from server.config import Settings, redis_url_problem
-from server.engine.envelope import Record
 from server.engine.signing import Keyring, Signer, SigningKeyError, Trusted, time_text, trusted_from_text
 from server.engine.trailer import trailer_line
 from server.ops import signing_keys
 from server.ops.restore import RestoreError, Result, restore
 from server.ops.verify import verify
+from server.store import Record
 from server.store.memory import MemoryEventStore
 from tests.support.forgery import fold, forged_game, placement, sealed
 

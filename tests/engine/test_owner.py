@@ -14,13 +14,12 @@ from hypothesis import strategies as st
 from msgspec.structs import replace
 
 from domain import EndGame, PerformanceToken, Place, Rejected, RepairToken, TakeBack
-from server.engine import envelope
-from server.engine.envelope import Record
 from server.engine.games import Games
 from server.engine.owner import Follower, LiveGame, Outcome
 from server.engine.signing import Keyring
 from server.ops.verify import verify
-from server.store import Append, Appended, StoreError, StoreUnavailable
+from server.protocol import envelope
+from server.store import Append, Appended, Record, StoreError, StoreUnavailable
 from server.store.memory import MemoryEventStore
 from tests.support.commands import commands
 from tests.support.waiting import until

@@ -12,12 +12,12 @@ import msgspec
 import pytest
 
 from domain import Place, RepairToken
-from server.engine import envelope
 from server.engine.games import Games
 from server.engine.owner import Follower, LiveGame, Outcome
 from server.engine.signing import Keyring
 from server.ops.verify import Report, verify
-from server.protocol.session import HISTORY_CHANGED
+from server.protocol import envelope
+from server.protocol.codes import HISTORY_CHANGED
 from server.store.memory import MemoryEventStore
 from tests.support.waiting import until
 

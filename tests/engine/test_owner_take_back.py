@@ -20,11 +20,11 @@ from domain import (
     TakeBack,
 )
 from orchestra_client import apply_delta
-from server.engine import envelope
 from server.engine.games import Games
 from server.engine.owner import Follower, LiveGame, Outcome
 from server.engine.signing import ENVELOPE, Keyring
 from server.ops.verify import verify
+from server.protocol import envelope
 from server.store.memory import MemoryEventStore
 from tests.support.waiting import until
 

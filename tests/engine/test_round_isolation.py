@@ -12,9 +12,9 @@ import msgspec
 import pytest
 
 from domain import Place, RepairToken
-from server.engine import envelope
 from server.engine.games import Games
 from server.engine.owner import Follower, LiveGame, Outcome
+from server.protocol import envelope
 from server.store import Append, Appended, StoreError
 from server.store.memory import MemoryEventStore
 

@@ -12,11 +12,11 @@ import pytest
 from domain import InstrumentToken, PerformanceToken, Place, Rejected, RepairToken
 from domain.messages import EndGame, Token
 from domain.vocabulary import Material
-from server.engine import envelope
 from server.engine.games import Games
 from server.engine.signing import ENVELOPE, Keyring, Signer
 from server.engine.trailer import trailer_line
 from server.ops.verify import verify
+from server.protocol import envelope
 from server.store.memory import MemoryEventStore
 
 CHOICES: list[tuple[Token, str, tuple[Material, ...] | None]] = [

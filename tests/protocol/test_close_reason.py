@@ -5,7 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from server.protocol.session import MAX_CLOSE_REASON_BYTES, POLICY, Close, Session, close_reason
+from server.protocol.codes import POLICY
+from server.protocol.session import MAX_CLOSE_REASON_BYTES, Close, Session, close_reason
 
 
 def test_a_short_reason_is_kept_whole() -> None:

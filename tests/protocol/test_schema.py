@@ -12,9 +12,9 @@ import msgspec
 import pytest
 
 from domain import patterns
-from server.engine.envelope import Envelope
 from server.protocol import frames, schema
 from server.protocol.codes import CODES
+from server.protocol.envelope import Envelope
 
 DOCUMENT: dict[str, Any] = json.loads(schema.document())
 DEFS: dict[str, Any] = DOCUMENT["$defs"]

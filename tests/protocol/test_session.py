@@ -10,10 +10,9 @@ import pytest
 
 from domain import CannotTakeBack, EndGame, IllegalSpace, Place, TakeBack
 from server import auth
+from server.protocol.codes import POLICY, TOO_SLOW
 from server.protocol.session import (
     HISTORY_CHUNK,
-    POLICY,
-    TOO_SLOW,
     Action,
     Close,
     Join,
@@ -24,7 +23,6 @@ from server.protocol.session import (
     State,
     Submit,
 )
-from server.store import StoreFull, StoreUnavailable
 
 SEAT_TOKEN = "seat-one-token"
 WATCH_TOKEN = "watch-token"
@@ -320,7 +318,7 @@ def test_an_accepted_answer_carries_the_stored_envelopes_as_they_are() -> None:
     }
 
 
-def test_a_refused_command_names_the_rules_code_or_unavailable_for_the_store() -> None:
+def test_a_refused_command_names_its_rejections_code() -> None:
     session = joined()
     rule = json.loads(session.refused("c-1", IllegalSpace("not there"), 8).data)
     assert (rule["code"], rule["id"], rule["message"], rule["version"]) == (
@@ -331,20 +329,6 @@ def test_a_refused_command_names_the_rules_code_or_unavailable_for_the_store() -
     )
     back = json.loads(session.refused("t-1", CannotTakeBack("not yours"), 8).data)
     assert (back["code"], back["id"], back["message"]) == ("cannot_take_back", "t-1", "not yours")
-    store = session.refused("c-2", StoreUnavailable("down"), 8)
-    assert store.code == "unavailable" and "retry with the same id" in json.loads(store.data)["message"]
     # Later refusals carry the version last told.
     (late,) = frames(session.receive(None))
     assert late["version"] == 8
-
-
-def test_a_write_the_store_refused_for_want_of_room_is_store_full_not_unavailable() -> None:
-    answer = joined().refused("c-3", StoreFull("redis: OOM"), 5)
-    assert answer.code == "store_full"
-    assert json.loads(answer.data) == {
-        "type": "rejected",
-        "id": "c-3",
-        "code": "store_full",
-        "message": "the event store is full; the command was not written",
-        "version": 5,
-    }

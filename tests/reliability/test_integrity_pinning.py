@@ -18,9 +18,9 @@ import pytest
 import redis
 
 from orchestra_client import GameClient
-from server.engine import envelope
 from server.engine.signing import Keyring, public_key_from_text
 from server.ops.verify import verify
+from server.protocol import envelope
 from tests.support.redis import RedisProcess, stream_entries
 from tests.support.reliability import new_game
 

@@ -20,7 +20,7 @@ from server.engine.games import Games
 from server.engine.owner import Follower
 from server.engine.signing import Keyring
 from server.ops.verify import verify
-from server.protocol.session import HISTORY_CHANGED
+from server.protocol.codes import HISTORY_CHANGED
 from server.store import StoreError, StoreUnavailable
 from server.store.redis import RedisEventStore
 from server.store.redis._scripts import events_key

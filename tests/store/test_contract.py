@@ -8,7 +8,6 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from server.engine.envelope import Record
 from server.store import (
     Append,
     Appended,
@@ -18,6 +17,7 @@ from server.store import (
     GameFenced,
     GameNotFound,
     HistoryChanged,
+    Record,
 )
 from tests.support.redis import bounded, new_id
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from server.engine.envelope import Record
-from server.store import EventStore, GameExists, TooManyGames
+from server.store import EventStore, GameExists, Record, TooManyGames
 from server.store.memory import MemoryEventStore
 from server.store.redis import RedisEventStore
 from server.store.redis._scripts import INDEXED_KEY, LISTING_KEY, LIVE_KEY, PUBLIC_KEY

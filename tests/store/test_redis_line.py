@@ -13,8 +13,7 @@ import pytest
 import redis.asyncio
 from redis import exceptions as rx
 
-from server.engine.envelope import Record
-from server.store import Append, Appended, ConcurrencyConflict, StoreUnavailable
+from server.store import Append, Appended, ConcurrencyConflict, Record, StoreUnavailable
 from server.store.redis import RedisEventStore
 from server.store.redis._adapter import LINE_READ
 from server.store.redis._line import ScriptLine, _Protocol, error_of

@@ -16,8 +16,7 @@ from urllib.parse import urlsplit
 import pytest
 import redis.asyncio
 
-from server.engine.envelope import Record
-from server.store import StoreError, StoreUnavailable
+from server.store import Record, StoreError, StoreUnavailable
 from server.store.redis import RedisEventStore
 from server.store.redis._adapter import LINE_READ, READ_CHUNK
 from server.store.redis._scripts import appended_channel

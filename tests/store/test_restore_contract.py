@@ -8,8 +8,7 @@ import asyncio
 
 import pytest
 
-from server.engine.envelope import Record
-from server.store import Appended, EventStore, GameExists, TooManyGames
+from server.store import Appended, EventStore, GameExists, Record, TooManyGames
 from server.store.redis import RedisEventStore
 from tests.support.redis import bounded, new_id
 

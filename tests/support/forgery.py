@@ -13,10 +13,11 @@ import msgspec
 from domain import CreateGame, EndGame, Event, Game, GameCreated, Place, decide
 from projections import Board, apply
 from server import auth
-from server.engine import envelope
-from server.engine.envelope import Record
+from server.engine.envelope import seal
 from server.engine.signing import Signer
 from server.engine.trailer import trailer_line
+from server.protocol import envelope
+from server.store import Record
 
 PERF: dict[str, Any] = {"kind": "performance", "era": "classical"}
 # What the forged layout pays on its first chair: a whole game's money in one placement.
@@ -46,7 +47,7 @@ def sealed(
     """The envelope of `event` after `lines` (chained to their last), signed by `signer`, dated `at`."""
     game_id = envelope.decode(lines[0]).game_id if lines else _game_id(event)
     head = envelope.chain_hash(lines[-1]) if lines else envelope.GENESIS
-    _, data, _ = envelope.seal(game_id, len(lines), head, at, command_id, seat, [event], signer)
+    _, data, _ = seal(game_id, len(lines), head, at, command_id, seat, [event], signer)
     return data[0]
 
 

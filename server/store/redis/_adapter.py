@@ -23,7 +23,6 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.commands.core import AsyncScript
 
-from server.engine.envelope import Record
 from server.store import (
     Append,
     Appended,
@@ -35,6 +34,7 @@ from server.store import (
     HistoryChanged,
     Known,
     Listed,
+    Record,
     StoreError,
     StoreFull,
     StoreUnavailable,
