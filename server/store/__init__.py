@@ -1,7 +1,9 @@
 """The event store: the port the engine needs from storage, its errors, and its adapters.
 
-The port and its error tree live in `server.store.port`; the adapters are `server.store.memory`
-(`MemoryEventStore`) and `server.store.redis` (`RedisEventStore`), and both pass one contract suite.
+The port (one Protocol per concern: `EventLog`, `GameIndex`, `PresenceStore`, `RateBuckets`, `StoreClock`;
+`EventStore` is all of them) and its error tree live in `server.store.port`; the adapters are
+`server.store.memory` (`MemoryEventStore`) and `server.store.redis` (`RedisEventStore`), and both pass each
+concern's contract suite.
 """
 
 from server.store.port import (
@@ -9,14 +11,19 @@ from server.store.port import (
     Appended,
     ConcurrencyConflict,
     Current,
+    EventLog,
     EventStore,
     GameExists,
     GameFenced,
+    GameIndex,
     GameNotFound,
     HistoryChanged,
     Known,
     Listed,
+    PresenceStore,
+    RateBuckets,
     Record,
+    StoreClock,
     StoreError,
     StoreFull,
     StoreUnavailable,
@@ -28,15 +35,20 @@ __all__ = [
     "Append",
     "Appended",
     "ConcurrencyConflict",
+    "EventLog",
     "EventStore",
     "GameExists",
+    "GameIndex",
     "GameFenced",
     "GameNotFound",
     "HistoryChanged",
     "Current",
     "Known",
     "Listed",
+    "PresenceStore",
+    "RateBuckets",
     "Record",
+    "StoreClock",
     "StoreError",
     "StoreFull",
     "StoreUnavailable",

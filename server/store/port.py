@@ -11,17 +11,18 @@
     ├── TooManyGames         the store holds its maximum of live games (nothing was written)
     └── UnreadableGame       a stored envelope does not decode (damaged, or from a newer schema)
 
-Adapters: `server.store.memory.MemoryEventStore` and `server.store.redis.RedisEventStore` pass one
-contract suite (tests/store/).
+The port is one small Protocol per concern, each with its contract suite in tests/store/, run on every
+adapter (the memory store, a Redis, a 3-master Redis Cluster):
 
-Besides the streams, a store keeps an index of its games, written with each game's creation and read
-without touching any stream but the listed games' own: the games listed publicly (newest first, each
-with the listing bytes it was created with), the live ones (created, neither ended nor deleted: counted
-for a cap), and which games are indexed at all (games written before the index existed are not, until
-`index` is called for them: see server.engine.listing).
+    EventLog       a game's stream, its credentials and command outcomes    test_contract.py,
+                                                                            test_restore_contract.py
+    GameIndex      which games exist, are listed, are live                  test_index_contract.py
+    PresenceStore  who is connected to each game, per node                  test_presence_contract.py
+    RateBuckets    rate buckets shared by the nodes                         test_rate_contract.py
+    StoreClock     one clock for every node                                 test_clock_contract.py
 
-Beside each game, too, the store keeps its presence (who is connected, per node): written and read in
-bulk, expiring on its own, never part of the game's stream.
+`EventStore` is all of them and the connection (`ping`, `close`): what a node runs on. Adapters:
+`server.store.memory.MemoryEventStore` and `server.store.redis.RedisEventStore`.
 """
 
 from __future__ import annotations
@@ -135,8 +136,9 @@ Known = Callable[[], Awaitable[int]]
 Current = Callable[[], int]
 
 
-class EventStore(Protocol):
-    """Durable, ordered, per-game streams of envelopes."""
+class EventLog(Protocol):
+    """A game's stream of envelopes: durable, ordered, appended to atomically and once per command, with the
+    game's credentials and command outcomes beside it."""
 
     async def create(
         self,
@@ -234,9 +236,6 @@ class EventStore(Protocol):
     async def credentials(self, game_id: str) -> dict[str, str]:
         """The game's credential hashes ({} for an unknown game). Raises: StoreUnavailable."""
 
-    async def games(self) -> list[str]:
-        """Ids of every game created, oldest first. Raises: StoreUnavailable."""
-
     async def delete(self, game_id: str, version: int | None = None) -> None:
         """Remove a game's stream, credentials and command records (archiving), and its index entries;
         with `version`, only if the game is still at that version, in one atomic step.
@@ -253,6 +252,17 @@ class EventStore(Protocol):
 
     async def unfence(self, game_id: str) -> None:
         """Let a fenced game take appends again. Raises: StoreUnavailable."""
+
+
+class GameIndex(Protocol):
+    """The index of the games, written with each game's creation and read without touching any stream but
+    the listed games' own: every game created, the publicly listed ones (newest first, each with the listing
+    bytes it was created with), the live ones (created, neither ended nor deleted: counted for a cap), and
+    which games are indexed at all (games written before the index existed are not, until `index` is
+    called for them: see server.engine.listing)."""
+
+    async def games(self) -> list[str]:
+        """Ids of every game created, oldest first. Raises: StoreUnavailable."""
 
     async def listed(self, limit: int) -> list[Listed]:
         """The newest `limit` listed games, newest first, each with its newest record; a listed game
@@ -278,6 +288,11 @@ class EventStore(Protocol):
         Raises: StoreUnavailable.
         """
 
+
+class PresenceStore(Protocol):
+    """Beside each game, its presence: who is connected, per node; written and read in bulk, expiring on its
+    own, never part of the game's stream."""
+
     async def write_presence(self, node: str, values: Mapping[str, bytes | None], ttl: float) -> None:
         """Set `node`'s field in the presence of each game of `values` (None: remove it), in one call; a
         game's presence is forgotten whole `ttl` seconds after its last write. Presence is no part of a
@@ -290,9 +305,9 @@ class EventStore(Protocol):
         """Every node's field in the presence of each game (in `game_ids`' order; {} for none), in one
         call. Raises: StoreUnavailable."""
 
-    async def time(self) -> float:
-        """The store's clock, in seconds since the epoch: what the nodes date what they share by (presence),
-        so that their own clocks need not agree. Raises: StoreUnavailable."""
+
+class RateBuckets(Protocol):
+    """Rate buckets every node on the store shares (games created per client address)."""
 
     async def take_token(self, bucket: str, per_second: float, burst: int) -> float:
         """Spend a token of the rate bucket `bucket`, shared by every node on this store: it refills at
@@ -301,6 +316,18 @@ class EventStore(Protocol):
 
         Raises: StoreUnavailable.
         """
+
+
+class StoreClock(Protocol):
+    """One clock for every node on the store."""
+
+    async def time(self) -> float:
+        """The store's clock, in seconds since the epoch: what the nodes date what they share by (presence),
+        so that their own clocks need not agree. Raises: StoreUnavailable."""
+
+
+class EventStore(EventLog, GameIndex, PresenceStore, RateBuckets, StoreClock, Protocol):
+    """The whole store a node runs on: each concern's port, and its connection."""
 
     async def ping(self) -> bool:
         """Whether the store answers now."""

@@ -1,4 +1,5 @@
-"""One contract for every adapter of the event-store port (memory, Redis, Redis Cluster)."""
+"""The event log of the store port, one contract for every adapter (memory, Redis, Redis Cluster): a game's
+stream, appended to atomically and once per command, read and tailed; its credentials; deletes and fences."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from server.store import (
     Append,
     Appended,
     ConcurrencyConflict,
+    EventLog,
     EventStore,
     GameExists,
     GameFenced,
@@ -28,7 +30,7 @@ def env(n: int) -> bytes:
     return b'{"n":%d,"pad":"' % n + b"x" * 40 + b'"}'
 
 
-async def game(store: EventStore, events: int = 1) -> str:
+async def game(store: EventLog, events: int = 1) -> str:
     """A created game at version `events`."""
     game_id = new_id()
     await bounded(store.create(game_id, env(1), CREDENTIALS))
@@ -41,13 +43,13 @@ def records(*versions: int) -> list[Record]:
     return [Record(v, env(v)) for v in versions]
 
 
-async def test_a_created_game_reads_back_its_first_envelope_as_version_1(store: EventStore) -> None:
+async def test_a_created_game_reads_back_its_first_envelope_as_version_1(store: EventLog) -> None:
     game_id = await game(store)
     assert await bounded(store.read(game_id)) == records(1)
     assert await bounded(store.version(game_id)) == 1
 
 
-async def test_creating_a_game_twice_raises_game_exists_and_changes_nothing(store: EventStore) -> None:
+async def test_creating_a_game_twice_raises_game_exists_and_changes_nothing(store: EventLog) -> None:
     game_id = await game(store)
     with pytest.raises(GameExists):
         await bounded(store.create(game_id, b"other", {"seat:0": "other"}))
@@ -55,7 +57,7 @@ async def test_creating_a_game_twice_raises_game_exists_and_changes_nothing(stor
     assert await bounded(store.credentials(game_id)) == CREDENTIALS
 
 
-async def test_appends_get_contiguous_versions(store: EventStore) -> None:
+async def test_appends_get_contiguous_versions(store: EventLog) -> None:
     game_id = await game(store)
     assert await bounded(store.append(game_id, 1, [env(2)], "a")) == Appended(2, 2)
     assert await bounded(store.append(game_id, 2, [env(3), env(4), env(5)], "b")) == Appended(3, 5)
@@ -63,7 +65,7 @@ async def test_appends_get_contiguous_versions(store: EventStore) -> None:
     assert await bounded(store.version(game_id)) == 5
 
 
-async def test_a_stale_expected_version_conflicts_and_writes_nothing(store: EventStore) -> None:
+async def test_a_stale_expected_version_conflicts_and_writes_nothing(store: EventLog) -> None:
     game_id = await game(store, 3)
     with pytest.raises(ConcurrencyConflict) as caught:
         await bounded(store.append(game_id, 2, [env(3)], "stale"))
@@ -71,7 +73,7 @@ async def test_a_stale_expected_version_conflicts_and_writes_nothing(store: Even
     assert await bounded(store.read(game_id)) == records(1, 2, 3)
 
 
-async def test_an_expected_version_ahead_of_the_game_conflicts_too(store: EventStore) -> None:
+async def test_an_expected_version_ahead_of_the_game_conflicts_too(store: EventLog) -> None:
     game_id = await game(store)
     with pytest.raises(ConcurrencyConflict) as caught:
         await bounded(store.append(game_id, 5, [env(6)], "ahead"))
@@ -79,7 +81,7 @@ async def test_an_expected_version_ahead_of_the_game_conflicts_too(store: EventS
     assert await bounded(store.version(game_id)) == 1
 
 
-async def test_a_conflicting_batch_leaves_no_partial_write(store: EventStore) -> None:
+async def test_a_conflicting_batch_leaves_no_partial_write(store: EventLog) -> None:
     game_id = await game(store, 2)
     with pytest.raises(ConcurrencyConflict):
         await bounded(store.append(game_id, 1, [env(2), env(3), env(4)], "batch"))
@@ -88,7 +90,7 @@ async def test_a_conflicting_batch_leaves_no_partial_write(store: EventStore) ->
     assert await bounded(store.append(game_id, 2, [env(3), env(4)], "batch")) == Appended(3, 4)
 
 
-async def test_racing_appends_at_one_version_let_exactly_one_through(store: EventStore) -> None:
+async def test_racing_appends_at_one_version_let_exactly_one_through(store: EventLog) -> None:
     game_id = await game(store)
     outcomes = await bounded(
         asyncio.gather(
@@ -100,7 +102,7 @@ async def test_racing_appends_at_one_version_let_exactly_one_through(store: Even
     assert await bounded(store.version(game_id)) == 2
 
 
-async def test_a_repeated_command_key_returns_its_first_outcome_and_writes_nothing(store: EventStore) -> None:
+async def test_a_repeated_command_key_returns_its_first_outcome_and_writes_nothing(store: EventLog) -> None:
     game_id = await game(store)
     first = await bounded(store.append(game_id, 1, [env(2), env(3)], "cmd-1"))
     again = await bounded(store.append(game_id, 1, [env(2), env(3)], "cmd-1"))
@@ -108,7 +110,7 @@ async def test_a_repeated_command_key_returns_its_first_outcome_and_writes_nothi
     assert await bounded(store.read(game_id)) == records(1, 2, 3)
 
 
-async def test_a_repeat_is_recognised_even_after_the_game_moved_on(store: EventStore) -> None:
+async def test_a_repeat_is_recognised_even_after_the_game_moved_on(store: EventLog) -> None:
     game_id = await game(store)
     await bounded(store.append(game_id, 1, [env(2)], "cmd-1"))
     await bounded(store.append(game_id, 2, [env(3)], "cmd-2"))
@@ -117,7 +119,7 @@ async def test_a_repeat_is_recognised_even_after_the_game_moved_on(store: EventS
     assert await bounded(store.version(game_id)) == 3
 
 
-async def test_command_keys_are_scoped_to_their_game(store: EventStore) -> None:
+async def test_command_keys_are_scoped_to_their_game(store: EventLog) -> None:
     one, other = await game(store), await game(store)
     await bounded(store.append(one, 1, [env(2)], "shared-key"))
     assert await bounded(store.append(other, 1, [env(2)], "shared-key")) == Appended(2, 2)
@@ -125,7 +127,7 @@ async def test_command_keys_are_scoped_to_their_game(store: EventStore) -> None:
 
 
 @pytest.mark.parametrize("expected", [pytest.param(0, id="at-zero"), pytest.param(1, id="at-one")])
-async def test_appending_to_a_game_never_created_is_refused(store: EventStore, expected: int) -> None:
+async def test_appending_to_a_game_never_created_is_refused(store: EventLog, expected: int) -> None:
     game_id = new_id()
     with pytest.raises(GameNotFound) as caught:
         await bounded(store.append(game_id, expected, [env(1)], "sneaky"))
@@ -134,7 +136,7 @@ async def test_appending_to_a_game_never_created_is_refused(store: EventStore, e
     assert await bounded(store.version(game_id)) == 0
 
 
-async def test_an_empty_batch_is_a_programming_error(store: EventStore) -> None:
+async def test_an_empty_batch_is_a_programming_error(store: EventLog) -> None:
     game_id = await game(store)
     with pytest.raises(ValueError):
         await bounded(store.append(game_id, 1, [], "empty"))
@@ -153,13 +155,13 @@ async def test_an_empty_batch_is_a_programming_error(store: EventStore) -> None:
     ],
 )
 async def test_read_selects_versions_after_until(
-    store: EventStore, after: int, until: int | None, expected: list[int]
+    store: EventLog, after: int, until: int | None, expected: list[int]
 ) -> None:
     game_id = await game(store, 5)
     assert await bounded(store.read(game_id, after, until)) == records(*expected)
 
 
-async def test_a_long_game_reads_back_whole_and_in_order(store: EventStore) -> None:
+async def test_a_long_game_reads_back_whole_and_in_order(store: EventLog) -> None:
     game_id = await game(store)
     for start in range(2, 2502, 500):
         await bounded(
@@ -169,23 +171,17 @@ async def test_a_long_game_reads_back_whole_and_in_order(store: EventStore) -> N
     assert await bounded(store.read(game_id, 999, 2001), 10) == records(*range(1000, 2002))
 
 
-async def test_an_unknown_game_reads_as_empty(store: EventStore) -> None:
+async def test_an_unknown_game_reads_as_empty(store: EventLog) -> None:
     game_id = new_id()
     assert await bounded(store.read(game_id)) == []
     assert await bounded(store.version(game_id)) == 0
     assert await bounded(store.credentials(game_id)) == {}
 
 
-async def test_credentials_are_stored_beside_the_stream_not_in_it(store: EventStore) -> None:
+async def test_credentials_are_stored_beside_the_stream_not_in_it(store: EventLog) -> None:
     game_id = await game(store)
     assert await bounded(store.credentials(game_id)) == CREDENTIALS
     assert all(b"hash-a" not in record.data for record in await bounded(store.read(game_id)))
-
-
-async def test_games_lists_created_games_oldest_first(store: EventStore) -> None:
-    created = [await game(store) for _ in range(3)]
-    listed = await bounded(store.games())
-    assert [game_id for game_id in listed if game_id in created] == created
 
 
 async def test_a_deleted_game_is_gone_with_its_credentials_and_command_records(store: EventStore) -> None:
@@ -201,7 +197,7 @@ async def test_a_deleted_game_is_gone_with_its_credentials_and_command_records(s
         await bounded(store.append(game_id, 3, [env(4)], "after-delete"))
 
 
-async def test_a_fenced_game_takes_no_append_until_unfenced(store: EventStore) -> None:
+async def test_a_fenced_game_takes_no_append_until_unfenced(store: EventLog) -> None:
     game_id, other = await game(store, 2), await game(store)
     await bounded(store.append(game_id, 2, [env(3)], "before"))
     assert await bounded(store.fence(game_id)) == 3
@@ -218,7 +214,7 @@ async def test_a_fenced_game_takes_no_append_until_unfenced(store: EventStore) -
     assert await bounded(store.append(game_id, 3, [env(4)], "after")) == Appended(4, 4)
 
 
-async def test_fencing_an_unknown_game_answers_0_and_creates_nothing(store: EventStore) -> None:
+async def test_fencing_an_unknown_game_answers_0_and_creates_nothing(store: EventLog) -> None:
     game_id = new_id()
     assert await bounded(store.fence(game_id)) == 0
     assert await bounded(store.version(game_id)) == 0
@@ -226,7 +222,7 @@ async def test_fencing_an_unknown_game_answers_0_and_creates_nothing(store: Even
     assert await bounded(store.append(game_id, 1, [env(2)], "a")) == Appended(2, 2)
 
 
-async def test_a_delete_at_a_version_deletes_nothing_when_the_game_moved_on(store: EventStore) -> None:
+async def test_a_delete_at_a_version_deletes_nothing_when_the_game_moved_on(store: EventLog) -> None:
     game_id = await game(store, 2)
     with pytest.raises(ConcurrencyConflict) as moved:
         await bounded(store.delete(game_id, 1))
@@ -238,7 +234,7 @@ async def test_a_delete_at_a_version_deletes_nothing_when_the_game_moved_on(stor
     assert await bounded(store.credentials(game_id)) == {}
 
 
-async def test_append_many_runs_each_append_in_order_with_its_own_outcome(store: EventStore) -> None:
+async def test_append_many_runs_each_append_in_order_with_its_own_outcome(store: EventLog) -> None:
     one, two = await game(store), await game(store, 2)
     results = await bounded(
         store.append_many(
@@ -261,7 +257,7 @@ async def test_append_many_runs_each_append_in_order_with_its_own_outcome(store:
 
 
 async def test_append_many_writes_none_of_a_games_appends_after_one_of_them_was_not_written(
-    store: EventStore,
+    store: EventLog,
 ) -> None:
     """A game's appends in one batch are a chain: each was decided on the state the ones before it leave.
     Once one is not written (a conflict, a repeated key), none after it of that game is, even where its
@@ -294,14 +290,14 @@ async def test_append_many_writes_none_of_a_games_appends_after_one_of_them_was_
     assert await bounded(store.version(one)) == 5
 
 
-async def test_an_append_after_the_line_the_stream_holds_at_its_version_lands(store: EventStore) -> None:
+async def test_an_append_after_the_line_the_stream_holds_at_its_version_lands(store: EventLog) -> None:
     game_id = await game(store, 2)
     assert await bounded(store.append(game_id, 2, [env(3)], "a", after=env(2))) == Appended(3, 3)
     assert await bounded(store.read(game_id)) == records(1, 2, 3)
 
 
 async def test_an_append_after_another_line_than_the_streams_is_refused_and_writes_nothing(
-    store: EventStore,
+    store: EventLog,
 ) -> None:
     """The version matches, but the line there is not the one the caller folded: the store lost the
     caller's line and another was written at its version. The version alone cannot tell."""
@@ -319,7 +315,7 @@ async def test_an_append_after_another_line_than_the_streams_is_refused_and_writ
 
 
 async def test_append_many_checks_each_appends_line_and_stops_the_games_chain_at_a_changed_one(
-    store: EventStore,
+    store: EventLog,
 ) -> None:
     one, two = await game(store, 2), await game(store)
     results = await bounded(
@@ -344,7 +340,7 @@ async def test_ping_answers_true(store: EventStore) -> None:
 
 
 @contextlib.asynccontextmanager
-async def tailing(store: EventStore, game_id: str, after: int) -> AsyncIterator[asyncio.Queue[list[Record]]]:
+async def tailing(store: EventLog, game_id: str, after: int) -> AsyncIterator[asyncio.Queue[list[Record]]]:
     """Run a tail in a task that feeds a queue; cancel and close it on exit."""
     batches: asyncio.Queue[list[Record]] = asyncio.Queue()
 
@@ -370,7 +366,7 @@ async def collect(batches: asyncio.Queue[list[Record]], until_version: int) -> l
 
 
 async def test_tail_delivers_existing_then_live_events_in_order_without_gap_or_duplicate(
-    store: EventStore,
+    store: EventLog,
 ) -> None:
     game_id = await game(store, 3)
     async with tailing(store, game_id, 0) as batches:
@@ -382,13 +378,13 @@ async def test_tail_delivers_existing_then_live_events_in_order_without_gap_or_d
         assert batches.empty()
 
 
-async def test_tail_starts_after_the_given_version(store: EventStore) -> None:
+async def test_tail_starts_after_the_given_version(store: EventLog) -> None:
     game_id = await game(store, 4)
     async with tailing(store, game_id, 2) as batches:
         assert await collect(batches, 4) == records(3, 4)
 
 
-async def test_tail_waits_for_a_game_that_does_not_exist_yet(store: EventStore) -> None:
+async def test_tail_waits_for_a_game_that_does_not_exist_yet(store: EventLog) -> None:
     game_id = new_id()
     async with tailing(store, game_id, 0) as batches:
         await asyncio.sleep(0.05)
@@ -396,7 +392,7 @@ async def test_tail_waits_for_a_game_that_does_not_exist_yet(store: EventStore) 
         assert await collect(batches, 1) == records(1)
 
 
-async def test_a_newly_tailed_game_gets_events_promptly_while_other_tails_block(store: EventStore) -> None:
+async def test_a_newly_tailed_game_gets_events_promptly_while_other_tails_block(store: EventLog) -> None:
     quiet = [await game(store) for _ in range(5)]
     async with contextlib.AsyncExitStack() as stack:
         for game_id in quiet:

@@ -152,3 +152,9 @@ async def test_public_ids_are_the_listed_games_newest_first_and_with_live_those_
     await bounded(store.delete(last))
     assert last not in await bounded(store.public_ids(1000, live=True))
     assert await bounded(store.public_ids(2)) == [ending, first]
+
+
+async def test_games_lists_created_games_oldest_first(store: EventStore) -> None:
+    created = [await made(store) for _ in range(3)]
+    listed = await bounded(store.games())
+    assert [game_id for game_id in listed if game_id in created] == created

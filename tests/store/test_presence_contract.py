@@ -5,13 +5,12 @@ written for its time to live."""
 from __future__ import annotations
 
 import asyncio
-import time
 
-from server.store import EventStore
+from server.store import PresenceStore
 from tests.support.redis import bounded, new_id
 
 
-async def test_each_nodes_field_reads_back_per_game_in_the_order_asked(store: EventStore) -> None:
+async def test_each_nodes_field_reads_back_per_game_in_the_order_asked(store: PresenceStore) -> None:
     first, second, never = new_id(), new_id(), new_id()
     await bounded(store.write_presence("node-a", {first: b"a1", second: b"a2"}, 30))
     await bounded(store.write_presence("node-b", {second: b"b2"}, 30))
@@ -20,7 +19,7 @@ async def test_each_nodes_field_reads_back_per_game_in_the_order_asked(store: Ev
     assert await bounded(store.read_presence([])) == []
 
 
-async def test_a_write_replaces_the_nodes_field_and_none_removes_it_alone(store: EventStore) -> None:
+async def test_a_write_replaces_the_nodes_field_and_none_removes_it_alone(store: PresenceStore) -> None:
     game_id = new_id()
     await bounded(store.write_presence("node-a", {game_id: b"old"}, 30))
     await bounded(store.write_presence("node-b", {game_id: b"theirs"}, 30))
@@ -32,7 +31,7 @@ async def test_a_write_replaces_the_nodes_field_and_none_removes_it_alone(store:
     assert await bounded(store.read_presence([game_id])) == [{}]
 
 
-async def test_a_games_presence_is_forgotten_whole_once_not_written_for_its_ttl(store: EventStore) -> None:
+async def test_a_games_presence_is_forgotten_whole_once_not_written_for_its_ttl(store: PresenceStore) -> None:
     kept, dropped = new_id(), new_id()
     await bounded(store.write_presence("node-a", {kept: b"a", dropped: b"a"}, 0.4))
     await bounded(store.write_presence("node-b", {dropped: b"b"}, 0.4))
@@ -46,13 +45,8 @@ async def test_a_games_presence_is_forgotten_whole_once_not_written_for_its_ttl(
     assert await bounded(store.read_presence([kept, dropped])) == [{}, {}]
 
 
-async def test_many_games_are_written_and_read_back_together(store: EventStore) -> None:
+async def test_many_games_are_written_and_read_back_together(store: PresenceStore) -> None:
     games = [new_id() for _ in range(200)]
     await bounded(store.write_presence("node-a", {g: g.encode() for g in games}, 30))
     rows = await bounded(store.read_presence(games))
     assert rows == [{"node-a": g.encode()} for g in games]
-
-
-async def test_the_stores_clock_is_the_wall_clock_of_the_epoch(store: EventStore) -> None:
-    # What presence dates its fields by (Redis's TIME, the same for every node of a Cluster).
-    assert abs(await bounded(store.time()) - time.time()) < 5
