@@ -192,8 +192,6 @@ class LiveGame:
         self.watcher: Watcher | None = None
         self._waiting: list[Submission] = []
         self._worker: asyncio.Task[None] | None = None
-        self._in_round = False
-        self._round_end: asyncio.Future[None] | None = None  # made when asked for: done as the round ends
         self._news: list[Record] = []  # from the tail while a round was in flight
         self._behind = False  # the stream holds versions this node has not folded
         self._diverged = False  # the stream no longer holds what this node folded: read it all again
@@ -253,7 +251,6 @@ class LiveGame:
             self._worker = None
 
     async def _round_guarded(self, batch: list[Submission]) -> None:
-        self._in_round = True
         try:
             await self._round(batch)
         except asyncio.CancelledError:
@@ -267,11 +264,6 @@ class LiveGame:
             for submission in batch:
                 submission.answer(error)
             self._behind = True
-        finally:
-            self._in_round = False
-            if self._round_end is not None:
-                self._round_end.set_result(None)
-                self._round_end = None
 
     async def _round(self, batch: list[Submission]) -> None:
         plans, refused = self._decide([s for s in batch if not s.answered])
@@ -699,7 +691,8 @@ class LiveGame:
         """Hand what other nodes append to the fold, for as long as the game is followed."""
         node = self._node
         while True:
-            stream = node.store.tail(self.game_id, self.version, known=self._known, current=self._current)
+            # Its batches hold this node's own appends too: the fold skips what it holds already.
+            stream = node.store.tail(self.game_id, self.version)
             try:
                 async for records in stream:
                     if self._worker is not None:
@@ -718,18 +711,6 @@ class LiveGame:
             finally:
                 with contextlib.suppress(Exception):
                     await stream.aclose()
-
-    async def _known(self) -> int:
-        # This node's own appends reach the fold without the tail: once the round in flight is over, a
-        # notice of them needs no read. (Only that round: a busy game always has one.)
-        if self._in_round:
-            if self._round_end is None:
-                self._round_end = asyncio.get_running_loop().create_future()
-            await asyncio.shield(self._round_end)
-        return self.version
-
-    def _current(self) -> int:
-        return self.version
 
     def _observe_lag(self) -> None:
         with contextlib.suppress(ValueError):

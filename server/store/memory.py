@@ -14,12 +14,10 @@ from server.store import (
     Append,
     Appended,
     ConcurrencyConflict,
-    Current,
     GameExists,
     GameFenced,
     GameNotFound,
     HistoryChanged,
-    Known,
     Listed,
     Record,
     StoreError,
@@ -198,13 +196,8 @@ class MemoryEventStore:
         start = max(after, 0)
         return [Record(version, game.envelopes[version - 1]) for version in range(start + 1, stop + 1)]
 
-    async def tail(
-        self, game_id: str, after: int, known: Known | None = None, current: Current | None = None
-    ) -> AsyncGenerator[list[Record], None]:
-        """Live batches of records after `after`, in order, without gap or duplicate, until cancelled.
-
-        `known` and `current` are not needed here: a batch in memory costs no round trip.
-        """
+    async def tail(self, game_id: str, after: int) -> AsyncGenerator[list[Record], None]:
+        """Live batches of records after `after`, in order, without gap or duplicate, until cancelled."""
         last = after
 
         def moved_on() -> bool:

@@ -27,7 +27,7 @@ adapter (the memory store, a Redis, a 3-master Redis Cluster):
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import NamedTuple, Protocol
 
 import msgspec
@@ -130,12 +130,6 @@ class Append(NamedTuple):
     after: bytes | None = None
 
 
-# The caller's version of a game, awaited once its own appends in flight have landed.
-Known = Callable[[], Awaitable[int]]
-# The caller's version of a game now, without waiting.
-Current = Callable[[], int]
-
-
 class EventLog(Protocol):
     """A game's stream of envelopes: durable, ordered, appended to atomically and once per command, with the
     game's credentials and command outcomes beside it."""
@@ -217,16 +211,10 @@ class EventLog(Protocol):
         Raises: StoreUnavailable.
         """
 
-    def tail(
-        self, game_id: str, after: int, known: Known | None = None, current: Current | None = None
-    ) -> AsyncGenerator[list[Record], None]:
+    def tail(self, game_id: str, after: int) -> AsyncGenerator[list[Record], None]:
         """Live batches of records after `after`, in order, without gap or duplicate, until cancelled or
-        closed (`aclose()`).
+        closed (`aclose()`). The caller's own appends come too: it skips what it holds already.
 
-        `known`, when given, returns the caller's own version of the game (once its writes in flight
-        have landed): an adapter may skip reading versions up to it, since the caller holds them.
-        `current`, when given, returns the caller's version now: an adapter may skip even waking up for
-        news of versions up to it.
         Raises: StoreUnavailable (from the iterator).
         """
 

@@ -27,12 +27,10 @@ from server.store import (
     Append,
     Appended,
     ConcurrencyConflict,
-    Current,
     GameExists,
     GameFenced,
     GameNotFound,
     HistoryChanged,
-    Known,
     Listed,
     Record,
     StoreError,
@@ -542,21 +540,15 @@ class RedisEventStore:
             keys.append(appended_channel(game_id, self._db))
         return keys
 
-    async def tail(
-        self, game_id: str, after: int, known: Known | None = None, current: Current | None = None
-    ) -> AsyncGenerator[list[Record], None]:
+    async def tail(self, game_id: str, after: int) -> AsyncGenerator[list[Record], None]:
         """Live batches of records after `after`, in order, without gap or duplicate, until cancelled.
 
-        With `known`, versions up to what it returns are not read again (the caller has them already);
-        with `current`, a notice of a version up to what it returns wakes nothing (standalone Redis).
         Raises: StoreUnavailable (from the iterator; resume with a new tail after the last version).
         """
         if self._notifier is not None:
             # Closing this tail closes the notified one at once (its subscription with it), not whenever
             # the garbage collector finalizes it.
-            async with contextlib.aclosing(
-                self._notified(game_id, after, known, current, self._notifier)
-            ) as live:
+            async with contextlib.aclosing(self._notified(game_id, after, self._notifier)) as live:
                 async for batch in live:
                     yield batch
             return
@@ -585,24 +577,21 @@ class RedisEventStore:
         return await client.execute_command(*command, target_nodes=client.get_node_from_key(key))
 
     async def _notified(
-        self, game_id: str, after: int, known: Known | None, current: Current | None, notifier: Notifier
+        self, game_id: str, after: int, notifier: Notifier
     ) -> AsyncGenerator[list[Record], None]:
         # Subscribed (and confirmed) before the first read: every later append is in a notice.
-        watch = await notifier.watch(appended_channel(game_id, self._db).encode(), current)
+        watch = await notifier.watch(appended_channel(game_id, self._db).encode())
         try:
             last = after
             latest: int | None = None  # None: the first read, of what came before the subscription
             while True:
-                position = last if known is None else max(last, await known())
-                if latest is None or latest > position:
-                    batch = await _finished(self.read(game_id, position))
+                # A notice of a version delivered already (a read took several appends at once) reads
+                # nothing.
+                if latest is None or latest > last:
+                    batch = await _finished(self.read(game_id, last))
                     if batch:
                         last = batch[-1].version
                         yield batch
-                    else:
-                        last = position
-                else:
-                    last = position  # a notice of what the caller has already: no read
                 latest = await watch.wait()
         finally:
             watch.close()

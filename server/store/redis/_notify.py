@@ -20,21 +20,20 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from server.store import Current, StoreUnavailable
+from server.store import StoreUnavailable
 
 
 class Watch:
     """The notices of one game's channel for one tail: the highest version notified, and a wake-up."""
 
-    __slots__ = ("channel", "latest", "error", "_changed", "_session", "_current")
+    __slots__ = ("channel", "latest", "error", "_changed", "_session")
 
-    def __init__(self, channel: bytes, session: _Session, current: Current | None = None) -> None:
+    def __init__(self, channel: bytes, session: _Session) -> None:
         self.channel = channel
         self.latest = 0
         self.error: StoreUnavailable | None = None
         self._changed = asyncio.Event()
         self._session = session
-        self._current = current
 
     async def wait(self) -> int:
         """The highest version notified, once a notice arrived since the last call.
@@ -50,10 +49,6 @@ class Watch:
     def notify(self, version: int) -> None:
         if version > self.latest:
             self.latest = version
-        current = self._current
-        # The node's own append, folded in before its notice came: the tail would wake to read nothing.
-        if current is not None and current() >= version:
-            return
         self._changed.set()
 
     def fail(self, error: StoreUnavailable) -> None:
@@ -93,9 +88,9 @@ class _Session:
         self._spawn(self._read())
         self._spawn(self._beat())
 
-    async def join(self, channel: bytes, current: Current | None = None) -> Watch:
+    async def join(self, channel: bytes) -> Watch:
         """A watch on `channel`, subscribed and confirmed by Redis."""
-        watch = Watch(channel, self, current)
+        watch = Watch(channel, self)
         watches = self.watches.get(channel)
         if watches is None:
             watches = self.watches[channel] = set()
@@ -234,13 +229,10 @@ class Notifier:
         self._session: _Session | None = None
         self._starting: asyncio.Lock | None = None
 
-    async def watch(self, channel: bytes, current: Current | None = None) -> Watch:
-        """Subscribe to `channel`; the watch is live once this returns. Raises: StoreUnavailable.
-
-        With `current` (the watcher's version now), a notice of a version it holds wakes nothing.
-        """
+    async def watch(self, channel: bytes) -> Watch:
+        """Subscribe to `channel`; the watch is live once this returns. Raises: StoreUnavailable."""
         session = await self._current()
-        return await session.join(channel, current)
+        return await session.join(channel)
 
     def subscribed(self) -> dict[bytes, int]:
         """Watches per subscribed channel (for tests and diagnostics)."""
