@@ -283,6 +283,8 @@ class Wall:
         self._timer: asyncio.TimerHandle | None = None
         self._stopper: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        # Reconciles run to their end, for tests and diagnostics (as `shown` and `held`).
+        self.reconciles = 0
 
     @property
     def running(self) -> bool:
@@ -629,6 +631,7 @@ class Wall:
                 if loop.time() >= next_reconcile:
                     next_reconcile = loop.time() + self._reconcile_seconds
                     await self._reconcile()
+                    self.reconciles += 1
             except StoreError as exc:
                 self._games.metrics.redis_errors.inc()
                 log.warning("wall: the index cannot be read now", extra={"error": str(exc)})

@@ -4,7 +4,8 @@ and go, and that a wall nobody watches leaves every game as it was (no watcher, 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import msgspec
@@ -12,10 +13,12 @@ import pytest
 
 from domain import PerformanceToken, Place, RepairToken
 from domain.messages import EndGame
+from server.clock import utc_text
 from server.engine.games import Games
 from server.engine.outbox import Outbox
 from server.engine.wall import Wall
 from server.store.memory import MemoryEventStore
+from tests.support.waiting import until
 
 PERF = PerformanceToken("classical")
 FAST: dict[str, Any] = {
@@ -43,18 +46,33 @@ class Feed:
     async def next(self, timeout: float = 2.0) -> dict[str, Any]:
         """The next frame sent after those already looked at."""
         seen = len(self.frames)
-
-        async def wait() -> None:
-            while len(self.frames) <= seen:
-                await asyncio.sleep(0.005)
-
-        await asyncio.wait_for(wait(), timeout)
+        await until(lambda: len(self.frames) > seen, timeout, f"frame {seen + 1}")
         return self.frames[seen]
+
+
+async def reconciled(wall: Wall) -> None:
+    """Return once a reconcile begun after the call has run to its end (the one under way may have begun
+    before it): the polls before it have run too, and what it would take or retire, it has."""
+    begun = wall.reconciles
+    await until(lambda: wall.reconciles >= begun + 2, what="a reconcile begun after the change")
+
+
+def ticking() -> Callable[[], str]:
+    """The envelopes' time, each a millisecond at least after the last: games made within one millisecond
+    (the in-memory store is that fast) still differ in activity, which orders the wall."""
+    last = 0
+
+    def now() -> str:
+        nonlocal last
+        last = max(time.time_ns() // 1_000_000, last + 1)
+        return utc_text(last)
+
+    return now
 
 
 @pytest.fixture
 async def games() -> AsyncIterator[Games]:
-    node = Games(MemoryEventStore())
+    node = Games(MemoryEventStore(), clock=ticking())
     try:
         yield node
     finally:
@@ -103,8 +121,11 @@ async def test_changes_within_a_flush_go_out_as_one_change_of_the_last_state(gam
     frame = await feed.next()
     chairs = {"viola": [0], "violin_bc": [1], "clarinet": [1]}
     assert frame["changed"] == [{"game_id": game_id, "version": 4, "chairs": chairs, "prestige": [3, 6]}]
-    await asyncio.sleep(0.4)
-    assert len(feed.frames) == 1
+    # A later change is the sentinel: its frame comes next, with nothing of the first three before it.
+    await place(games, game_id, 0, "violin_cr")
+    [later] = (await feed.next())["changed"]
+    assert later["version"] == 5 and later["chairs"] == {"violin_cr": [0]}
+    assert len(feed.frames) == 2
     await wall.close()
 
 
@@ -119,7 +140,10 @@ async def test_private_games_never_appear_and_new_public_ones_go_first(games: Ga
     frame = await feed.next()
     assert [g["game_id"] for g in frame["added"]] == [newer]
     assert [g.game_id for g in wall.shown()] == [newer, older]
-    await asyncio.sleep(0.2)  # polls and a reconcile: still nothing of the private game
+    await reconciled(wall)  # the polls and a reconcile since it was created and played: still nothing of it
+    assert [g.game_id for g in wall.shown()] == [newer, older]
+    await place(games, newer, 0, "viola")  # its frame is the sentinel: any of the private game came before
+    await until(lambda: any(c["game_id"] == newer for f in feed.frames[1:] for c in f["changed"]))
     assert hidden not in msgspec.json.encode(feed.frames).decode()
     await wall.close()
 
@@ -181,17 +205,16 @@ async def test_a_wall_nobody_watches_stops_and_leaves_every_game_unwatched(games
     assert game is not None and game.watcher is not None and game.tail_alive and games.on_listed is not None
     wall.leave(feed.outbox)
     assert wall.running  # it lingers a moment: a page reloading finds it warm
-    await asyncio.sleep(0.15)
-    assert not wall.running
+    await until(lambda: not wall.running, what="the wall stopped after its linger")
     assert game.watcher is None and game._tail is None and not game.busy
     assert games.on_listed is None
     # The command path is the plain one again: the placement reaches no wall.
     await place(games, game_id, 0, "viola")
-    await asyncio.sleep(0.05)
-    assert len(feed.frames) == 0
-    # A new subscriber starts it again, from the store.
+    assert game.watcher is None and not wall.running
+    # A new subscriber starts it again, from the store (and first sends what changes were pending: none).
     again, first = await join(wall)
     assert [g["version"] for g in first["games"]] == [2]
+    assert feed.frames == []
     wall.leave(again.outbox)
     await wall.close()
 
@@ -214,8 +237,10 @@ async def test_a_subscriber_too_slow_to_read_is_closed_with_1013_and_the_others_
     wall = Wall(games, **FAST)
     feed, _ = await join(wall)
     closed: list[tuple[int, str]] = []
+    taken = asyncio.Event()
 
     async def never_read(data: bytes) -> None:
+        taken.set()
         await asyncio.Event().wait()
 
     async def close(code: int, reason: str) -> None:
@@ -229,7 +254,9 @@ async def test_a_subscriber_too_slow_to_read_is_closed_with_1013_and_the_others_
     for number, token in enumerate(tokens):
         await place(games, game_id, 1, "viola", token)
         assert (await feed.next())["changed"][0]["version"] == 2 + number
-        await asyncio.sleep(0)  # the stuck writer takes its first frame
+        if number == 0:
+            await asyncio.wait_for(taken.wait(), 2)  # the stuck writer holds its first frame: 2 more fit
+    await until(lambda: closed, what="the stuck subscriber closed")
     assert closed == [(1013, "too slow to read")]
     await place(games, game_id, 0, "clarinet")
     assert (await feed.next())["changed"][0]["version"] == 6

@@ -4,8 +4,7 @@ holds at most its share, and each subscriber holds a bounded page, more on deman
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -20,7 +19,8 @@ from server.engine.wall import Wall
 from server.protocol.frames import Presence as PresenceNow
 from server.protocol.frames import SeatPresence
 from server.store.memory import MemoryEventStore
-from tests.engine.test_wall_engine import FAST, Feed, join
+from tests.engine.test_wall_engine import FAST, Feed, join, reconciled
+from tests.support.waiting import eventually, until
 
 PERF = PerformanceToken("classical")
 IDLE = 600.0
@@ -90,14 +90,6 @@ async def place(games: Games, clock: Clock, game_id: str, space: str) -> None:
     await games.handle(game_id, Place(seat=0, id=f"{game_id}-{space}", token=PERF, space=space))
 
 
-async def until(check: Callable[[], bool], timeout: float = 3.0) -> None:
-    async def wait() -> None:
-        while not check():
-            await asyncio.sleep(0.01)
-
-    await asyncio.wait_for(wait(), timeout)
-
-
 def live_ids(wall: Wall) -> list[str]:
     return [game.game_id for game in wall.shown() if not game.ended]
 
@@ -116,14 +108,19 @@ async def test_a_flood_from_a_few_addresses_holds_its_share_and_replaces_no_watc
     flood = {
         address: [await create(games, clock, address, "Mallory") for _ in range(10)] for address in "abc"
     }
-    await asyncio.sleep(0.3)  # polls and reconciles: each new game has had its chance
-    shown = live_ids(wall)
-    assert len(shown) == 10
-    assert set(real[:4]) <= set(shown)  # the watched tables stay, however many newer games come
-    for address, ids in flood.items():
-        assert len(set(ids) & set(shown)) == 2, address  # each creator's share, and no more
-    # The unwatched real tables made room: they were the least active.
-    assert not set(real[4:]) & set(shown)
+
+    def settled() -> None:
+        shown = live_ids(wall)
+        assert len(shown) == 10
+        assert set(real[:4]) <= set(shown)  # the watched tables stay, however many newer games come
+        for address, ids in flood.items():
+            assert len(set(ids) & set(shown)) == 2, address  # each creator's share, and no more
+        # The unwatched real tables made room: they were the least active.
+        assert not set(real[4:]) & set(shown)
+
+    await eventually(settled)
+    await reconciled(wall)  # polls and a reconcile later, every new game has had its chance: it holds
+    settled()
     assert set(real[4:]) <= {game_id for frame in feed.frames for game_id in frame["retired"]}
     await wall.close()
 
@@ -133,10 +130,11 @@ async def test_a_game_listed_without_a_creator_is_its_own(games: Games, clock: C
     wall = new_wall(games, clock, live_games=10, creator_share=0.1)  # one game a creator
     _, first = await join(wall)
     assert {game["game_id"] for game in first["games"]} == set(ids)
+    taken = await create(games, clock, "203.0.113.9")
     await create(games, clock, "203.0.113.9")
-    await create(games, clock, "203.0.113.9")
-    await asyncio.sleep(0.2)
-    assert len(live_ids(wall)) == 5
+    await until(lambda: taken in live_ids(wall))
+    await reconciled(wall)  # the second has had its chances: taken at creation, by a poll, by a reconcile
+    assert set(live_ids(wall)) == {*ids, taken}
     await wall.close()
 
 
@@ -153,7 +151,7 @@ async def test_a_game_idle_too_long_leaves_and_comes_back_with_its_next_placemen
     await until(lambda: idle not in live_ids(wall))
     assert live_ids(wall) == [busy]
     await until(lambda: any(frame["retired"] == [idle] for frame in feed.frames))
-    await asyncio.sleep(0.3)  # reconciles see it among the listed games, idle: it stays off
+    await reconciled(wall)  # a reconcile sees it among the listed games, idle: it stays off
     assert idle not in live_ids(wall)
     await place(games, clock, idle, "viola")
     await until(lambda: idle in live_ids(wall))  # the next reconcile finds it active again
@@ -175,7 +173,7 @@ async def test_when_every_table_is_watched_a_new_game_waits(games: Games, clock:
     await join(wall)
     await until(lambda: all(game.presence.seats[0].online for game in wall.shown()))
     newcomer = await create(games, clock, "192.0.2.99")
-    await asyncio.sleep(0.2)
+    await reconciled(wall)  # it has had its chances: at creation, by a poll, by a reconcile
     assert set(live_ids(wall)) == set(ids)
     tables.watched.discard(ids[1])  # its players left: the next newcomer takes its place
     await until(lambda: not wall.shown()[1].presence.seats[0].online)
@@ -240,7 +238,8 @@ async def test_a_subscriber_holding_fewer_than_it_asked_for_is_topped_up_with_th
     # A new game, more active than all, does not go to a subscriber holding its page already.
     newest = await create(games, clock, None)
     await until(lambda: newest in live_ids(wall))
-    await asyncio.sleep(0.05)
+    await place(games, clock, ids[3], "viola")  # a change of a game it holds: its frame is the sentinel
+    await until(lambda: any(c["game_id"] == ids[3] for frame in feed.frames for c in frame["changed"]))
     assert newest not in wall.held(feed.outbox)
     assert all(newest not in msgspec.json.encode(frame["added"]).decode() for frame in feed.frames)
     await wall.close()
