@@ -32,6 +32,7 @@ from server.protocol import schema
 from tests.e2e.test_archive_import import cli, key_options, stored
 from tests.support.e2e import PERF, expect_accepted
 from tests.support.servers import ServerProcess
+from tests.support.waiting import until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -55,12 +56,9 @@ async def refused(url: str, game_id: str, token: str | None) -> ConnectionRefuse
 
 
 async def closed_with(client: GameClient, timeout: float = 10) -> tuple[int | None, str]:
-    async def wait() -> tuple[int | None, str]:
-        while client.closed_with is None:
-            await asyncio.sleep(0.02)
-        return client.closed_with
-
-    return await asyncio.wait_for(wait(), timeout)
+    found = await until(lambda: client.closed_with, timeout, "the connection closed")
+    assert found is not None
+    return found
 
 
 # 1. Open seats ----------------------------------------------------------------------------------------
