@@ -2,9 +2,9 @@
 
 Starlette on uvicorn (ws="websockets-sansio") on the same event loop (uvloop), msgspec, redis-py asyncio
 with hiredis parsing and packing (bench/hiredis_packing.py), the same Redis.
-Per command: one msgspec decode, one Lua conditional append (the very APPEND script of
-server/store/redis/_scripts.py: command-id check, expected-version check, XADD; without the check of the
-line appended after, which ours makes), one `accepted` answer to the
+Per command: one msgspec decode, one Lua conditional append (the very script of every append of ours,
+server.store.redis.APPEND_SCRIPT, with one append: command-id check, expected-version check, XADD; without
+the check of the line appended after, which ours makes), one `accepted` answer to the
 sender, one `events` frame (encoded once) to every client of the game. No rules, no projections, no
 views, no auth, no logging, no batching: whatever our server costs beyond this is its own.
 
@@ -46,7 +46,8 @@ from bench.hiredis_packing import use_hiredis_packing
 from server.engine.signing import ENVELOPE, Signer
 from server.ops.runner import run as run_on_servers_loop
 from server.ops.runner import started_url
-from server.store.redis._scripts import APPEND, commands_key, events_key
+from server.store.redis import APPEND_SCRIPT
+from server.store.redis.keys import commands_key, events_key
 
 
 class Hello(msgspec.Struct):
@@ -161,7 +162,7 @@ class State:
         self.signer = signer
         self.pad = pad
         self.redis = use_hiredis_packing(Redis.from_url(redis_url))
-        self.append = self.redis.register_script(APPEND)
+        self.append = self.redis.register_script(APPEND_SCRIPT)
         self.games: dict[str, Game] = {}
 
     def line(
@@ -234,9 +235,11 @@ def create_app(redis_url: str, views: bool = False, sign: bool = False, pad: boo
             expected = game.version
             event = Event("ChairClaimed", seat, frame.space, frame.token)
             data = state.line(game_id, expected + 1, frame.id, seat, event)
-            first, last, _ = await state.append(
+            # Two keys an append (no notice channel), then its expected version, command key, no line
+            # to check, and its one envelope.
+            ((first, last, _),) = await state.append(
                 keys=[events_key(game_id), commands_key(game_id)],
-                args=[expected, f"{seat}:{frame.id}", "", data],
+                args=[2, expected, f"{seat}:{frame.id}", "", 1, data],
             )
             game.version = int(last)
         raw = [msgspec.Raw(data)]

@@ -92,14 +92,16 @@ async def ours(url: str, games: list[list[bytes]], mode: str = "sequential") -> 
 
             async def writer(game_id: str, datas: list[bytes]) -> int:
                 for version, data in enumerate(datas[1:], start=1):
-                    await store.append(game_id, version, [data], f"0:c{version}")
+                    (result,) = await store.append_many([Append(game_id, version, [data], f"0:c{version}")])
+                    assert not isinstance(result, Exception), result
                 return len(datas) - 1
 
             appends = sum(await asyncio.gather(*(writer(g, d) for g, d in zip(ids, games, strict=True))))
         else:
             for game_id, datas in zip(ids, games, strict=True):
                 for version, data in enumerate(datas[1:], start=1):
-                    await store.append(game_id, version, [data], f"0:c{version}")
+                    (result,) = await store.append_many([Append(game_id, version, [data], f"0:c{version}")])
+                    assert not isinstance(result, Exception), result
                     appends += 1
         append_seconds = time.perf_counter() - started
         started = time.perf_counter()

@@ -20,7 +20,7 @@ from projections import project
 from server.engine.folded import FoldedGame
 from server.protocol import envelope
 from server.store.redis import RedisEventStore
-from server.store.redis._scripts import events_key
+from server.store.redis.keys import events_key
 
 GOAL = 0.5
 

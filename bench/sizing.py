@@ -38,7 +38,7 @@ from bench.common import RedisServer, ServerProcess, raise_nofile
 from domain import Layout
 from orchestra_client import GameClient, create_game, get_events
 from orchestra_client.bots import random_placement, read_layout
-from server.store.redis._scripts import auth_key, commands_key, events_key
+from server.store.redis.keys import auth_key, commands_key, events_key
 
 MiB = 1024 * 1024
 DEADLINE = 300.0

@@ -47,6 +47,7 @@ from domain import (
 from domain.messages import Token
 from projections import project
 from server.protocol.envelope import GENESIS, Envelope, chain_hash, decode, encode
+from server.store import Append, Appended
 from server.store.redis import RedisEventStore
 
 RESULT = Path(__file__).resolve().parent / "results" / "store_bench.json"
@@ -119,9 +120,10 @@ async def measure(url: str, quick: bool) -> dict[str, Any]:
 
         async def our_append() -> int:
             nonlocal version
-            appended = await store.append(
-                game_id, version, [payloads[version % len(payloads)]], f"k{version}"
+            (appended,) = await store.append_many(
+                [Append(game_id, version, [payloads[version % len(payloads)]], f"k{version}")]
             )
+            assert isinstance(appended, Appended), appended
             version = appended.last
             return 1
 
@@ -174,7 +176,8 @@ async def _store_games(store: RedisEventStore, games: int, placements: int) -> d
         datas = build_game(game_id, placements)
         await store.create(game_id, datas[0], {})
         for version, data in enumerate(datas[1:], start=1):
-            await store.append(game_id, version, [data], f"c{version}")
+            (appended,) = await store.append_many([Append(game_id, version, [data], f"c{version}")])
+            assert isinstance(appended, Appended), appended
         stored[game_id] = datas
     return stored
 

@@ -2,7 +2,8 @@
 
 Both servers run on the same fresh redis-server (appendonly no, so the disk is out of the picture), one
 after the other, driven by the same load generator; the figure is the ratio of their commands/s. The raw
-Redis baseline is the APPEND script's own rate from one redis-py connection, sequentially and pipelined.
+Redis baseline is the append script's own rate (server.store.redis.APPEND_SCRIPT, one append a call) from
+one redis-py connection, sequentially and pipelined.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from redis.asyncio import Redis
 
 from bench.common import RedisServer, raise_nofile, ratio, say, write_result
 from bench.generator import LoadConfig, brief, run_against
-from server.store.redis._scripts import APPEND, commands_key, events_key
+from server.store.redis import APPEND_SCRIPT
+from server.store.redis.keys import commands_key, events_key
 
 GOAL = 0.70
 
@@ -26,7 +28,7 @@ GOAL = 0.70
 async def redis_append_rate(url: str, count: int, pipeline: int = 1) -> dict[str, float]:
     """Lua appends per second from one connection: one at a time, or `pipeline` per round trip."""
     client = Redis.from_url(url)
-    script = client.register_script(APPEND)
+    script = client.register_script(APPEND_SCRIPT)
     game = f"raw-{uuid.uuid4().hex[:10]}"
     envelope = msgspec.json.encode({"game_id": game, "version": 1, "event": {"type": "ChairClaimed"}})
     try:
@@ -37,13 +39,13 @@ async def redis_append_rate(url: str, count: int, pipeline: int = 1) -> dict[str
         cpu0 = time.process_time()
         if pipeline <= 1:
             for _ in range(count):
-                await script(keys=keys, args=[version, f"0:c{version}", "", envelope])
+                await script(keys=keys, args=[2, version, f"0:c{version}", "", 1, envelope])
                 version += 1
         else:
             for _ in range(count // pipeline):
                 pipe = client.pipeline(transaction=False)
                 for _ in range(pipeline):
-                    await script(keys=keys, args=[version, f"0:c{version}", "", envelope], client=pipe)
+                    await script(keys=keys, args=[2, version, f"0:c{version}", "", 1, envelope], client=pipe)
                     version += 1
                 await pipe.execute()
         elapsed = time.perf_counter() - started

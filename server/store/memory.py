@@ -111,22 +111,42 @@ class MemoryEventStore:
         await self.index(game_id, listing=listing, live=live)
         await self._notify(game_id)
 
-    async def append(
-        self,
-        game_id: str,
-        expected: int,
-        envelopes: Sequence[bytes],
-        command_key: str,
-        after: bytes | None = None,
-    ) -> Appended:
-        """Append envelopes as versions expected+1.. atomically, once per command key (game-scoped), and
-        with `after` only after that line.
+    async def append_many(self, batch: Sequence[Append]) -> list[Appended | StoreError]:
+        """Appends in order, each with its own result or error; after a game's append that wrote nothing,
+        that game's later ones write nothing either (a conflict each: see the port).
 
-        Raises: ConcurrencyConflict (GameNotFound when the game was never created), HistoryChanged,
-        ValueError for an empty batch.
+        Raises: ValueError (an append without envelopes; nothing is written).
         """
-        if not envelopes:
+        if not all(item.envelopes for item in batch):
             raise ValueError("append needs at least one envelope")
+        results: list[Appended | StoreError] = []
+        stopped: set[str] = set()
+        written: set[str] = set()
+        for game_id, expected, envelopes, command_key, after in batch:
+            try:
+                if game_id in stopped:
+                    game = self._games.get(game_id)
+                    if game is None:
+                        raise GameNotFound(game_id, expected)
+                    raise ConcurrencyConflict(game_id, expected, len(game.envelopes))
+                result = self._append(game_id, expected, envelopes, command_key, after)
+            except StoreError as exc:
+                stopped.add(game_id)
+                results.append(exc)
+                continue
+            if result.duplicate:
+                stopped.add(game_id)
+            else:
+                written.add(game_id)
+            results.append(result)
+        for game_id in written:
+            await self._notify(game_id)
+        return results
+
+    def _append(
+        self, game_id: str, expected: int, envelopes: Sequence[bytes], command_key: str, after: bytes | None
+    ) -> Appended:
+        """One append of a batch. Raises: ConcurrencyConflict, GameNotFound, HistoryChanged, GameFenced."""
         game = self._games.get(game_id)
         if game is None:
             raise GameNotFound(game_id, expected)
@@ -142,30 +162,7 @@ class MemoryEventStore:
         game.envelopes.extend(bytes(data) for data in envelopes)
         outcome = Appended(expected + 1, len(game.envelopes))
         game.commands[command_key] = outcome
-        await self._notify(game_id)
         return outcome
-
-    async def append_many(self, batch: Sequence[Append]) -> list[Appended | StoreError]:
-        """Several appends in order, each with its own result or error; after a game's append that wrote
-        nothing, that game's later ones write nothing either (a conflict each: see the port)."""
-        results: list[Appended | StoreError] = []
-        stopped: set[str] = set()
-        for game_id, expected, envelopes, command_key, after in batch:
-            try:
-                if game_id in stopped:
-                    game = self._games.get(game_id)
-                    if game is None:
-                        raise GameNotFound(game_id, expected)
-                    raise ConcurrencyConflict(game_id, expected, len(game.envelopes))
-                result = await self.append(game_id, expected, envelopes, command_key, after)
-            except StoreError as exc:
-                stopped.add(game_id)
-                results.append(exc)
-                continue
-            if result.duplicate:
-                stopped.add(game_id)
-            results.append(result)
-        return results
 
     async def fence(self, game_id: str) -> int:
         """Stop the game taking appends; its version (0: unknown game)."""

@@ -121,7 +121,8 @@ class Appended(msgspec.Struct, frozen=True):
 
 
 class Append(NamedTuple):
-    """One append of a batch (`EventStore.append_many`); `after`, as in `EventStore.append`."""
+    """One append of a batch (`EventLog.append_many`): a game, the version its envelopes follow, them, the
+    command key, and the line held at that version (None: not checked)."""
 
     game_id: str
     expected: int
@@ -171,32 +172,22 @@ class EventLog(Protocol):
         envelopes).
         """
 
-    async def append(
-        self,
-        game_id: str,
-        expected: int,
-        envelopes: Sequence[bytes],
-        command_key: str,
-        after: bytes | None = None,
-    ) -> Appended:
-        """Append envelopes as versions expected+1.. atomically, once per command key (game-scoped).
-
-        A command key seen before returns its first outcome with duplicate=True and writes nothing. With
-        `after`, the line the caller holds at version `expected`, the append is written only if the
-        stream's line there is that one (the version alone cannot tell a stream that lost appends and
-        was written again at their versions).
-        Raises: ConcurrencyConflict, HistoryChanged, StoreFull, StoreUnavailable.
-        """
-
     async def append_many(self, batch: Sequence[Append]) -> list[Appended | StoreError]:
-        """Several appends (game, expected, envelopes, command key[, after]) in one round trip where the
-        store can.
+        """Appends (game, expected, envelopes, command key[, after]), in order and in one round trip where
+        the store can: the one way to write to a game that exists. Each gets its own result or error.
 
-        Each is atomic on its own and gets its own result or error, as `append` would give it, with one
-        rule more: a game's appends in a batch are a chain, each decided on the state the ones before it
-        leave, so once one of them writes nothing (an error, a repeated key), the game's later ones write
-        nothing either and each gets a ConcurrencyConflict with the game's version (GameNotFound for a
-        game never created), even one whose expected version the stream happens to be at.
+        Each append writes its envelopes as versions expected+1.. atomically, once per command key (game-
+        scoped): a command key seen before gets its first outcome with duplicate=True and writes nothing.
+        With `after`, the line the caller holds at version `expected`, it is written only if the stream's
+        line there is that one (the version alone cannot tell a stream that lost appends and was written
+        again at their versions). Its errors: ConcurrencyConflict (GameNotFound for a game never created),
+        HistoryChanged, GameFenced, StoreFull, StoreUnavailable.
+
+        A game's appends in a batch are a chain, each decided on the state the ones before it leave, so
+        once one of them writes nothing (an error, a repeated key), the game's later ones write nothing
+        either and each gets a ConcurrencyConflict with the game's version (GameNotFound for a game never
+        created), even one whose expected version the stream happens to be at.
+        Raises: ValueError (an append without envelopes; nothing is written).
         """
 
     async def outcome(self, game_id: str, command_key: str) -> Appended | None:

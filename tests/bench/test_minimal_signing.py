@@ -14,7 +14,7 @@ from redis import Redis
 from bench import load, minimal
 from bench.common import RedisServer, ServerProcess
 from server.engine.signing import ENVELOPE, Keyring, Signer
-from server.store.redis._scripts import events_key
+from server.store.redis.keys import events_key
 from tests.support.redis import stream_entries
 
 EVENT = minimal.Event("ChairClaimed", 1, "violin", msgspec.Raw(b'{"kind":"instrument"}'))

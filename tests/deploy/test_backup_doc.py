@@ -21,6 +21,7 @@ import pytest
 from server.ops.embedded_redis import EmbeddedRedis
 from server.ops.redis_binary import PREFERRED, RedisBinary, find
 from server.store.redis import RedisEventStore
+from tests.support.appends import append
 from tests.support.redis import bounded, new_id, redis_server_of
 
 pytestmark = pytest.mark.integration
@@ -89,7 +90,7 @@ async def test_the_documented_backup_and_restore_bring_back_every_game_written_b
         envelopes = [f"{game_id}-{v}".encode() for v in range(1, 12)]
         await bounded(store.create(game_id, envelopes[0], {"seat:0": f"hash-{game}"}))
         for version in range(2, 12):
-            await bounded(store.append(game_id, version - 1, [envelopes[version - 1]], f"c{version}"))
+            await bounded(append(store, game_id, version - 1, [envelopes[version - 1]], f"c{version}"))
         kept[game_id] = envelopes
     await asyncio.to_thread(run, pointed(backup_block, data, backup), data, backup)
     # The block's redis-cli reached the embedded Redis (socket and password): its rewrite ran.

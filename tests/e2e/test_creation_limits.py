@@ -13,7 +13,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from orchestra_client import GameClient
-from server.store.redis._scripts import INDEXED_KEY, LISTING_KEY, LIVE_KEY, PUBLIC_KEY
+from server.store.redis.keys import INDEXED_KEY, LISTING_KEY, LIVE_KEY, PUBLIC_KEY
 from tests.support.e2e import PERF, end_game, expect_accepted, log_lines, new_game
 from tests.support.redis import RedisProcess
 from tests.support.waiting import until

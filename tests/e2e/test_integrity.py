@@ -186,7 +186,7 @@ async def test_archiving_a_game_whose_delete_stopped_halfway_removes_what_the_in
     from server.engine.signing import Keyring
     from server.ops.archive import ArchiveError, archive
     from server.store.redis import RedisEventStore
-    from server.store.redis._scripts import LIVE_KEY, PUBLIC_KEY, auth_key, commands_key, events_key
+    from server.store.redis.keys import LIVE_KEY, PUBLIC_KEY, auth_key, commands_key, events_key
 
     game_id, _ = await new_game(server.url, ["Ada"])
     raw = redis.Redis.from_url(redis_url)

@@ -22,7 +22,7 @@ import redis
 
 from orchestra_client import GameClient, get_presence
 from server.protocol import schema
-from server.store.redis._scripts import events_key, presence_key
+from server.store.redis.keys import events_key, presence_key
 from tests.support.e2e import new_game
 from tests.support.servers import ServerProcess
 from tests.support.waiting import until

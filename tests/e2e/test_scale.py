@@ -26,7 +26,7 @@ from orchestra_client import ConnectionRefused, GameClient, get_events
 from orchestra_client.bots import random_placement, read_layout
 from server.engine.signing import Keyring, public_key_from_text
 from server.ops.verify import verify
-from server.store.redis._scripts import auth_key, commands_key, events_key
+from server.store.redis.keys import auth_key, commands_key, events_key
 from tests.support.e2e import new_game
 from tests.support.redis import RedisProcess, start_cluster
 

@@ -34,34 +34,16 @@ class Recorded(MemoryEventStore):
         self.gated: set[str] = set()  # games whose appends and reads wait for `release`
         self.release = asyncio.Event()
         self.entered = asyncio.Event()
-        self._grouped = False  # inside append_many, which appends one by one
 
     async def _gate(self, game_id: str) -> None:
         if game_id in self.gated:
             self.entered.set()
             await self.release.wait()
 
-    async def append(
-        self,
-        game_id: str,
-        expected: int,
-        envelopes: Sequence[bytes],
-        command_key: str,
-        after: bytes | None = None,
-    ) -> Appended:
-        if not self._grouped:
-            self.calls.append([command_key])
-            await self._gate(game_id)
-        return await super().append(game_id, expected, envelopes, command_key, after)
-
     async def append_many(self, batch: Sequence[Append]) -> list[Appended | StoreError]:
         self.calls.append([item.command_key for item in batch])
         await self._gate(batch[0][0])
-        self._grouped = True
-        try:
-            return await super().append_many(batch)
-        finally:
-            self._grouped = False
+        return await super().append_many(batch)
 
     async def read(self, game_id: str, after: int = 0, until: int | None = None) -> list[Record]:
         await self._gate(game_id)

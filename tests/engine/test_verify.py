@@ -18,6 +18,7 @@ from server.engine.trailer import trailer_line
 from server.ops.verify import verify
 from server.protocol import envelope
 from server.store.memory import MemoryEventStore
+from tests.support.appends import append
 
 CHOICES: list[tuple[Token, str, tuple[Material, ...] | None]] = [
     (PerformanceToken("classical"), "viola", None),
@@ -258,7 +259,7 @@ async def test_a_signed_game_continued_from_an_unsigned_one_verifies_with_allow_
     old_store = MemoryEventStore()
     await old_store.create(game_id, legacy[0], {})
     for version, line in enumerate(legacy[1:], start=1):
-        await old_store.append(game_id, version, [line], f"k{version}")
+        await append(old_store, game_id, version, [line], f"k{version}")
     service = Games(old_store)
     await _play(service, game_id, 5, 10, first_id=200)
     mixed = [r.data for r in await old_store.read(game_id)]

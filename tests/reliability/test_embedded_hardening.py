@@ -28,6 +28,7 @@ from server.ops.embedded_redis import (
 from server.ops.redis_binary import RedisBinary
 from server.store import Append, GameNotFound, StoreFull
 from server.store.redis import RedisEventStore
+from tests.support.appends import append
 from tests.support.redis import bounded, new_id, redis_server_of
 
 pytestmark = pytest.mark.integration
@@ -93,7 +94,7 @@ async def test_only_the_servers_user_reaches_the_embedded_redis_and_reads_its_fi
         try:  # writes, so that Redis writes its AOF
             game_id = new_id()
             await bounded(store.create(game_id, b"1", {"seat:0": "h"}))
-            await bounded(store.append(game_id, 1, [b"2"], "c2"))
+            await bounded(append(store, game_id, 1, [b"2"], "c2"))
             assert (await bounded(store.client.config_get("port")))["port"] == "0"
         finally:
             await bounded(store.close())
@@ -207,7 +208,7 @@ async def test_a_full_embedded_redis_answers_store_full_to_every_write_and_still
     assert await bounded(store.games()) == created
     first, second = created[0], created[1]
     with pytest.raises(StoreFull):
-        await bounded(store.append(first, 1, [b"2"], "c2"))
+        await bounded(append(store, first, 1, [b"2"], "c2"))
     results = await bounded(
         store.append_many([Append(first, 1, [b"2"], "c2"), Append(second, 1, [b"2"], "c2")])
     )
@@ -218,4 +219,4 @@ async def test_a_full_embedded_redis_answers_store_full_to_every_write_and_still
     assert await bounded(store.ping())
     # Room made (here: the limit lifted), writes work again.
     await bounded(store.client.config_set("maxmemory", "0"))
-    assert (await bounded(store.append(first, 1, [b"2"], "c2"))).last == 2
+    assert (await bounded(append(store, first, 1, [b"2"], "c2"))).last == 2

@@ -11,7 +11,8 @@ from redis.crc import key_slot
 
 from server.store import Appended, ConcurrencyConflict
 from server.store.redis import RedisEventStore
-from server.store.redis._scripts import auth_key, commands_key, events_key
+from server.store.redis.keys import auth_key, commands_key, events_key
+from tests.support.appends import append
 from tests.support.redis import bounded, new_id
 
 pytestmark = pytest.mark.integration
@@ -60,12 +61,12 @@ async def test_the_lua_append_is_atomic_and_idempotent_in_cluster_mode(
 ) -> None:
     game_id = new_id()
     await bounded(cluster_store.create(game_id, b"1", {}))
-    assert await bounded(cluster_store.append(game_id, 1, [b"2", b"3"], "k")) == Appended(2, 3)
-    assert await bounded(cluster_store.append(game_id, 1, [b"2", b"3"], "k")) == Appended(
+    assert await bounded(append(cluster_store, game_id, 1, [b"2", b"3"], "k")) == Appended(2, 3)
+    assert await bounded(append(cluster_store, game_id, 1, [b"2", b"3"], "k")) == Appended(
         2, 3, duplicate=True
     )
     with pytest.raises(ConcurrencyConflict):
-        await bounded(cluster_store.append(game_id, 1, [b"x"], "other"))
+        await bounded(append(cluster_store, game_id, 1, [b"x"], "other"))
     assert [r.version for r in await bounded(cluster_store.read(game_id))] == [1, 2, 3]
 
 
@@ -106,7 +107,7 @@ async def test_tails_read_from_the_node_holding_the_game_without_asking_where_it
 
     tails = [asyncio.ensure_future(follow(game_id)) for game_id in games]
     for game_id in games:
-        await bounded(cluster_store.append(game_id, 1, [b"2"], "a"))
-        await bounded(cluster_store.append(game_id, 2, [b"3"], "b"))
+        await bounded(append(cluster_store, game_id, 1, [b"2"], "a"))
+        await bounded(append(cluster_store, game_id, 2, [b"3"], "b"))
     assert await bounded(asyncio.gather(*tails)) == [[1, 2, 3]] * len(games)
     assert await _getkeys_calls(client) == before

@@ -23,7 +23,8 @@ from server.ops.verify import verify
 from server.protocol.codes import HISTORY_CHANGED
 from server.store import StoreError, StoreUnavailable
 from server.store.redis import RedisEventStore
-from server.store.redis._scripts import events_key
+from server.store.redis.keys import events_key
+from tests.support.appends import append
 from tests.support.redis import RedisProcess, bounded, new_id, start_cluster
 from tests.support.waiting import until
 
@@ -72,7 +73,9 @@ async def _when_available(attempt: Callable[[], Awaitable[T]]) -> T:
 async def _append_when_possible(store: RedisEventStore, game_id: str, expected: int, key: str) -> int:
     """Append one event, retrying (with the same key: a repeat changes nothing, and answers where the
     first one landed) while the store is unavailable; the version it landed at."""
-    landed = await _when_available(lambda: store.append(game_id, expected, [str(expected + 1).encode()], key))
+    landed = await _when_available(
+        lambda: append(store, game_id, expected, [str(expected + 1).encode()], key)
+    )
     assert landed.first == landed.last
     return int(landed.last)
 

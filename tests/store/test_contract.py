@@ -21,6 +21,7 @@ from server.store import (
     HistoryChanged,
     Record,
 )
+from tests.support.appends import append
 from tests.support.redis import bounded, new_id
 
 CREDENTIALS = {"seat:0": "hash-a", "seat:1": "hash-b", "watch": "hash-w"}
@@ -35,7 +36,7 @@ async def game(store: EventLog, events: int = 1) -> str:
     game_id = new_id()
     await bounded(store.create(game_id, env(1), CREDENTIALS))
     if events > 1:
-        await bounded(store.append(game_id, 1, [env(n) for n in range(2, events + 1)], "setup"))
+        await bounded(append(store, game_id, 1, [env(n) for n in range(2, events + 1)], "setup"))
     return game_id
 
 
@@ -59,8 +60,8 @@ async def test_creating_a_game_twice_raises_game_exists_and_changes_nothing(stor
 
 async def test_appends_get_contiguous_versions(store: EventLog) -> None:
     game_id = await game(store)
-    assert await bounded(store.append(game_id, 1, [env(2)], "a")) == Appended(2, 2)
-    assert await bounded(store.append(game_id, 2, [env(3), env(4), env(5)], "b")) == Appended(3, 5)
+    assert await bounded(append(store, game_id, 1, [env(2)], "a")) == Appended(2, 2)
+    assert await bounded(append(store, game_id, 2, [env(3), env(4), env(5)], "b")) == Appended(3, 5)
     assert await bounded(store.read(game_id)) == records(1, 2, 3, 4, 5)
     assert await bounded(store.version(game_id)) == 5
 
@@ -68,7 +69,7 @@ async def test_appends_get_contiguous_versions(store: EventLog) -> None:
 async def test_a_stale_expected_version_conflicts_and_writes_nothing(store: EventLog) -> None:
     game_id = await game(store, 3)
     with pytest.raises(ConcurrencyConflict) as caught:
-        await bounded(store.append(game_id, 2, [env(3)], "stale"))
+        await bounded(append(store, game_id, 2, [env(3)], "stale"))
     assert (caught.value.game_id, caught.value.expected, caught.value.actual) == (game_id, 2, 3)
     assert await bounded(store.read(game_id)) == records(1, 2, 3)
 
@@ -76,7 +77,7 @@ async def test_a_stale_expected_version_conflicts_and_writes_nothing(store: Even
 async def test_an_expected_version_ahead_of_the_game_conflicts_too(store: EventLog) -> None:
     game_id = await game(store)
     with pytest.raises(ConcurrencyConflict) as caught:
-        await bounded(store.append(game_id, 5, [env(6)], "ahead"))
+        await bounded(append(store, game_id, 5, [env(6)], "ahead"))
     assert caught.value.actual == 1
     assert await bounded(store.version(game_id)) == 1
 
@@ -84,17 +85,17 @@ async def test_an_expected_version_ahead_of_the_game_conflicts_too(store: EventL
 async def test_a_conflicting_batch_leaves_no_partial_write(store: EventLog) -> None:
     game_id = await game(store, 2)
     with pytest.raises(ConcurrencyConflict):
-        await bounded(store.append(game_id, 1, [env(2), env(3), env(4)], "batch"))
+        await bounded(append(store, game_id, 1, [env(2), env(3), env(4)], "batch"))
     assert await bounded(store.read(game_id)) == records(1, 2)
     # The refused command key was not recorded: the same key may succeed once it is right.
-    assert await bounded(store.append(game_id, 2, [env(3), env(4)], "batch")) == Appended(3, 4)
+    assert await bounded(append(store, game_id, 2, [env(3), env(4)], "batch")) == Appended(3, 4)
 
 
 async def test_racing_appends_at_one_version_let_exactly_one_through(store: EventLog) -> None:
     game_id = await game(store)
     outcomes = await bounded(
         asyncio.gather(
-            *(store.append(game_id, 1, [env(2)], f"race-{i}") for i in range(10)), return_exceptions=True
+            *(append(store, game_id, 1, [env(2)], f"race-{i}") for i in range(10)), return_exceptions=True
         )
     )
     assert sum(isinstance(o, Appended) for o in outcomes) == 1
@@ -104,25 +105,25 @@ async def test_racing_appends_at_one_version_let_exactly_one_through(store: Even
 
 async def test_a_repeated_command_key_returns_its_first_outcome_and_writes_nothing(store: EventLog) -> None:
     game_id = await game(store)
-    first = await bounded(store.append(game_id, 1, [env(2), env(3)], "cmd-1"))
-    again = await bounded(store.append(game_id, 1, [env(2), env(3)], "cmd-1"))
+    first = await bounded(append(store, game_id, 1, [env(2), env(3)], "cmd-1"))
+    again = await bounded(append(store, game_id, 1, [env(2), env(3)], "cmd-1"))
     assert first == Appended(2, 3) and again == Appended(2, 3, duplicate=True)
     assert await bounded(store.read(game_id)) == records(1, 2, 3)
 
 
 async def test_a_repeat_is_recognised_even_after_the_game_moved_on(store: EventLog) -> None:
     game_id = await game(store)
-    await bounded(store.append(game_id, 1, [env(2)], "cmd-1"))
-    await bounded(store.append(game_id, 2, [env(3)], "cmd-2"))
-    assert await bounded(store.append(game_id, 1, [env(2)], "cmd-1")) == Appended(2, 2, duplicate=True)
-    assert await bounded(store.append(game_id, 3, [b"different"], "cmd-1")) == Appended(2, 2, duplicate=True)
+    await bounded(append(store, game_id, 1, [env(2)], "cmd-1"))
+    await bounded(append(store, game_id, 2, [env(3)], "cmd-2"))
+    assert await bounded(append(store, game_id, 1, [env(2)], "cmd-1")) == Appended(2, 2, duplicate=True)
+    assert await bounded(append(store, game_id, 3, [b"different"], "cmd-1")) == Appended(2, 2, duplicate=True)
     assert await bounded(store.version(game_id)) == 3
 
 
 async def test_command_keys_are_scoped_to_their_game(store: EventLog) -> None:
     one, other = await game(store), await game(store)
-    await bounded(store.append(one, 1, [env(2)], "shared-key"))
-    assert await bounded(store.append(other, 1, [env(2)], "shared-key")) == Appended(2, 2)
+    await bounded(append(store, one, 1, [env(2)], "shared-key"))
+    assert await bounded(append(store, other, 1, [env(2)], "shared-key")) == Appended(2, 2)
     assert await bounded(store.read(other)) == records(1, 2)
 
 
@@ -130,7 +131,7 @@ async def test_command_keys_are_scoped_to_their_game(store: EventLog) -> None:
 async def test_appending_to_a_game_never_created_is_refused(store: EventLog, expected: int) -> None:
     game_id = new_id()
     with pytest.raises(GameNotFound) as caught:
-        await bounded(store.append(game_id, expected, [env(1)], "sneaky"))
+        await bounded(append(store, game_id, expected, [env(1)], "sneaky"))
     assert isinstance(caught.value, ConcurrencyConflict) and caught.value.actual == 0
     assert await bounded(store.read(game_id)) == []
     assert await bounded(store.version(game_id)) == 0
@@ -139,7 +140,7 @@ async def test_appending_to_a_game_never_created_is_refused(store: EventLog, exp
 async def test_an_empty_batch_is_a_programming_error(store: EventLog) -> None:
     game_id = await game(store)
     with pytest.raises(ValueError):
-        await bounded(store.append(game_id, 1, [], "empty"))
+        await bounded(append(store, game_id, 1, [], "empty"))
 
 
 @pytest.mark.parametrize(
@@ -165,7 +166,7 @@ async def test_a_long_game_reads_back_whole_and_in_order(store: EventLog) -> Non
     game_id = await game(store)
     for start in range(2, 2502, 500):
         await bounded(
-            store.append(game_id, start - 1, [env(n) for n in range(start, start + 500)], f"c{start}")
+            append(store, game_id, start - 1, [env(n) for n in range(start, start + 500)], f"c{start}")
         )
     assert await bounded(store.read(game_id), 10) == records(*range(1, 2502))
     assert await bounded(store.read(game_id, 999, 2001), 10) == records(*range(1000, 2002))
@@ -194,24 +195,24 @@ async def test_a_deleted_game_is_gone_with_its_credentials_and_command_records(s
     assert game_id not in await bounded(store.games())
     assert await bounded(store.read(other)) == records(1, 2), "another game is untouched"
     with pytest.raises(GameNotFound):
-        await bounded(store.append(game_id, 3, [env(4)], "after-delete"))
+        await bounded(append(store, game_id, 3, [env(4)], "after-delete"))
 
 
 async def test_a_fenced_game_takes_no_append_until_unfenced(store: EventLog) -> None:
     game_id, other = await game(store, 2), await game(store)
-    await bounded(store.append(game_id, 2, [env(3)], "before"))
+    await bounded(append(store, game_id, 2, [env(3)], "before"))
     assert await bounded(store.fence(game_id)) == 3
     with pytest.raises(GameFenced):
-        await bounded(store.append(game_id, 3, [env(4)], "after"))
+        await bounded(append(store, game_id, 3, [env(4)], "after"))
     results = await bounded(
         store.append_many([Append(game_id, 3, [env(4)], "many"), Append(other, 1, [env(2)], "o")])
     )
     assert isinstance(results[0], GameFenced) and results[1] == Appended(2, 2)
     # A repeat of a command accepted before the fence still gets its outcome.
-    assert await bounded(store.append(game_id, 2, [env(3)], "before")) == Appended(3, 3, duplicate=True)
+    assert await bounded(append(store, game_id, 2, [env(3)], "before")) == Appended(3, 3, duplicate=True)
     assert await bounded(store.version(game_id)) == 3
     await bounded(store.unfence(game_id))
-    assert await bounded(store.append(game_id, 3, [env(4)], "after")) == Appended(4, 4)
+    assert await bounded(append(store, game_id, 3, [env(4)], "after")) == Appended(4, 4)
 
 
 async def test_fencing_an_unknown_game_answers_0_and_creates_nothing(store: EventLog) -> None:
@@ -219,7 +220,7 @@ async def test_fencing_an_unknown_game_answers_0_and_creates_nothing(store: Even
     assert await bounded(store.fence(game_id)) == 0
     assert await bounded(store.version(game_id)) == 0
     await bounded(store.create(game_id, env(1), CREDENTIALS))
-    assert await bounded(store.append(game_id, 1, [env(2)], "a")) == Appended(2, 2)
+    assert await bounded(append(store, game_id, 1, [env(2)], "a")) == Appended(2, 2)
 
 
 async def test_a_delete_at_a_version_deletes_nothing_when_the_game_moved_on(store: EventLog) -> None:
@@ -264,7 +265,7 @@ async def test_append_many_writes_none_of_a_games_appends_after_one_of_them_was_
     expected version happens to be the stream's (another writer appended exactly as many events): each
     gets a conflict with the game's version. Other games' appends go on."""
     one, two = await game(store, 2), await game(store)
-    await bounded(store.append(one, 2, [env(3)], "elsewhere"))  # another writer, meanwhile
+    await bounded(append(store, one, 2, [env(3)], "elsewhere"))  # another writer, meanwhile
     results = await bounded(
         store.append_many(
             [
@@ -282,8 +283,8 @@ async def test_append_many_writes_none_of_a_games_appends_after_one_of_them_was_
     assert await bounded(store.read(one)) == records(1, 2, 3)
     assert await bounded(store.outcome(one, "b")) is None
     # A repeated key: its events were not written now, so what follows it was decided on sand too.
-    await bounded(store.append(one, 3, [env(4)], "d"))
-    await bounded(store.append(one, 4, [env(5)], "elsewhere-2"))
+    await bounded(append(store, one, 3, [env(4)], "d"))
+    await bounded(append(store, one, 4, [env(5)], "elsewhere-2"))
     results = await bounded(store.append_many([Append(one, 3, [env(4)], "d"), Append(one, 5, [env(6)], "e")]))
     assert results[0] == Appended(4, 4, duplicate=True)
     assert isinstance(results[1], ConcurrencyConflict) and results[1].actual == 5
@@ -292,7 +293,7 @@ async def test_append_many_writes_none_of_a_games_appends_after_one_of_them_was_
 
 async def test_an_append_after_the_line_the_stream_holds_at_its_version_lands(store: EventLog) -> None:
     game_id = await game(store, 2)
-    assert await bounded(store.append(game_id, 2, [env(3)], "a", after=env(2))) == Appended(3, 3)
+    assert await bounded(append(store, game_id, 2, [env(3)], "a", after=env(2))) == Appended(3, 3)
     assert await bounded(store.read(game_id)) == records(1, 2, 3)
 
 
@@ -303,14 +304,14 @@ async def test_an_append_after_another_line_than_the_streams_is_refused_and_writ
     caller's line and another was written at its version. The version alone cannot tell."""
     game_id = await game(store, 2)
     with pytest.raises(HistoryChanged) as caught:
-        await bounded(store.append(game_id, 2, [env(3)], "a", after=b'{"lost":2}'))
+        await bounded(append(store, game_id, 2, [env(3)], "a", after=b'{"lost":2}'))
     assert isinstance(caught.value, ConcurrencyConflict)
     assert (caught.value.game_id, caught.value.expected, caught.value.actual) == (game_id, 2, 2)
     assert await bounded(store.read(game_id)) == records(1, 2)
     assert await bounded(store.outcome(game_id, "a")) is None
     # The version is checked first: a stale version is a plain conflict, whatever the line.
     with pytest.raises(ConcurrencyConflict) as stale:
-        await bounded(store.append(game_id, 1, [env(2)], "b", after=b'{"lost":1}'))
+        await bounded(append(store, game_id, 1, [env(2)], "b", after=b'{"lost":1}'))
     assert not isinstance(stale.value, HistoryChanged) and stale.value.actual == 2
 
 
@@ -371,9 +372,9 @@ async def test_tail_delivers_existing_then_live_events_in_order_without_gap_or_d
     game_id = await game(store, 3)
     async with tailing(store, game_id, 0) as batches:
         assert await collect(batches, 3) == records(1, 2, 3)
-        await bounded(store.append(game_id, 3, [env(4), env(5)], "live-1"))
+        await bounded(append(store, game_id, 3, [env(4), env(5)], "live-1"))
         for version in range(6, 16):
-            await bounded(store.append(game_id, version - 1, [env(version)], f"live-{version}"))
+            await bounded(append(store, game_id, version - 1, [env(version)], f"live-{version}"))
         assert await collect(batches, 15) == records(*range(4, 16))
         assert batches.empty()
 
@@ -401,6 +402,6 @@ async def test_a_newly_tailed_game_gets_events_promptly_while_other_tails_block(
         busy = await game(store)
         fresh = await stack.enter_async_context(tailing(store, busy, 1))
         await asyncio.sleep(0.05)
-        await bounded(store.append(busy, 1, [env(2)], "now"))
+        await bounded(append(store, busy, 1, [env(2)], "now"))
         # Far below the 5 s block of the other tails: they do not hold this game up.
         assert await bounded(fresh.get(), 1.0) == records(2)

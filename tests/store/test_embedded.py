@@ -16,6 +16,7 @@ import pytest
 
 from server.ops.embedded_redis import LOCK_NAME, DataDirLocked, EmbeddedRedis
 from server.store.redis import RedisEventStore
+from tests.support.appends import append
 from tests.support.redis import bounded, new_id
 from tests.support.waiting import until
 
@@ -81,7 +82,7 @@ async def test_acknowledged_events_survive_a_kill_9_of_redis(data_dir: Path) -> 
     for game_id in games:
         await bounded(store.create(game_id, b"1", {"seat:0": "h"}))
         for version in range(2, 21):
-            await bounded(store.append(game_id, version - 1, [str(version).encode()], f"c{version}"))
+            await bounded(append(store, game_id, version - 1, [str(version).encode()], f"c{version}"))
     await bounded(store.close())
     assert first.pid is not None
     os.kill(first.pid, signal.SIGKILL)

@@ -8,7 +8,8 @@ import pytest
 from server.store import EventStore, GameExists, Record, TooManyGames
 from server.store.memory import MemoryEventStore
 from server.store.redis import RedisEventStore
-from server.store.redis._scripts import INDEXED_KEY, LISTING_KEY, LIVE_KEY, PUBLIC_KEY
+from server.store.redis.keys import INDEXED_KEY, LISTING_KEY, LIVE_KEY, PUBLIC_KEY
+from tests.support.appends import append
 from tests.support.redis import bounded, new_id
 
 CREDENTIALS = {"seat:0": "hash-a"}
@@ -22,7 +23,7 @@ async def made(store: EventStore, listing: bytes | None = None, events: int = 1)
     game_id = new_id()
     await bounded(store.create(game_id, env(1), CREDENTIALS, listing=listing))
     if events > 1:
-        await bounded(store.append(game_id, 1, [env(n) for n in range(2, events + 1)], "setup"))
+        await bounded(append(store, game_id, 1, [env(n) for n in range(2, events + 1)], "setup"))
     return game_id
 
 
@@ -47,7 +48,7 @@ async def test_listed_games_come_newest_first_with_their_listing_and_newest_reco
         (second, b'{"players":["Ben"]}', Record(3, env(3))),
         (first, b'{"players":["Ada"]}', Record(1, env(1))),
     ]
-    await bounded(store.append(first, 1, [env(2)], "later"))
+    await bounded(append(store, first, 1, [env(2)], "later"))
     assert (await bounded(store.listed(2)))[1].last == Record(2, env(2))
 
 

@@ -14,10 +14,10 @@ import redis.asyncio
 from redis import exceptions as rx
 
 from server.store import Append, Appended, ConcurrencyConflict, Record, StoreUnavailable
-from server.store.redis import RedisEventStore
-from server.store.redis._adapter import LINE_READ
-from server.store.redis._line import ScriptLine, _Protocol, error_of
-from server.store.redis._scripts import APPEND, commands_key, events_key
+from server.store.redis import APPEND_SCRIPT, LINE_READ, RedisEventStore
+from server.store.redis.keys import commands_key, events_key
+from server.store.redis.line import LineProtocol, ScriptLine, error_of
+from tests.support.appends import append
 from tests.support.redis import RedisProcess, bounded, new_id
 from tests.support.waiting import until
 
@@ -147,7 +147,7 @@ async def test_a_password_and_a_database_in_the_url_are_used(tmp_path: Path) -> 
         try:
             game_id = new_id()
             await bounded(with_store.create(game_id, b"1", {}))
-            assert await bounded(with_store.append(game_id, 1, [b"2"], "c")) == Appended(2, 2, False)
+            assert await bounded(append(with_store, game_id, 1, [b"2"], "c")) == Appended(2, 2, False)
         finally:
             await bounded(with_store.close())
         checker = redis.asyncio.Redis.from_url(f"redis://:s3cret@{host}/3")
@@ -177,11 +177,11 @@ async def test_a_hung_redis_fails_appends_in_time_and_no_late_reply_reaches_a_la
     try:
         game_id = new_id()
         await bounded(store.create(game_id, b"1", {}))
-        assert (await bounded(store.append(game_id, 1, [b"2"], "a"))).last == 2
+        assert (await bounded(append(store, game_id, 1, [b"2"], "a"))).last == 2
         assert own_redis.process is not None
         os.kill(own_redis.process.pid, signal.SIGSTOP)
         try:
-            calls = [store.append(game_id, 2, [b"3"], "b"), store.append(game_id, 2, [b"3"], "c")]
+            calls = [append(store, game_id, 2, [b"3"], "b"), append(store, game_id, 2, [b"3"], "c")]
             started = time.monotonic()
             for outcome in await bounded(asyncio.gather(*calls, return_exceptions=True)):
                 assert isinstance(outcome, StoreUnavailable)
@@ -194,8 +194,8 @@ async def test_a_hung_redis_fails_appends_in_time_and_no_late_reply_reaches_a_la
         version = await bounded(store.version(game_id))
         assert version in (2, 3)
         with pytest.raises(ConcurrencyConflict):
-            await bounded(store.append(game_id, version - 1, [b"x"], "d"))
-        assert await bounded(store.append(game_id, version, [b"4"], "e")) == Appended(
+            await bounded(append(store, game_id, version - 1, [b"x"], "d"))
+        assert await bounded(append(store, game_id, version, [b"4"], "e")) == Appended(
             version + 1, version + 1, False
         )
         replies = await bounded(
@@ -215,11 +215,11 @@ async def test_a_repeated_append_after_a_lost_connection_gives_the_first_outcome
     try:
         game_id = new_id()
         await bounded(store.create(game_id, b"1", {}))
-        assert (await bounded(store.append(game_id, 1, [b"2"], "a"))).last == 2
+        assert (await bounded(append(store, game_id, 1, [b"2"], "a"))).last == 2
         await bounded(admin.client_kill_filter(_type="normal", skipme=True))  # every client but this one
         # The line finds its connection gone, connects again and sends once more.
-        assert await bounded(store.append(game_id, 2, [b"3"], "b")) == Appended(3, 3, False)
-        assert await bounded(store.append(game_id, 2, [b"3"], "b")) == Appended(3, 3, True)
+        assert await bounded(append(store, game_id, 2, [b"3"], "b")) == Appended(3, 3, False)
+        assert await bounded(append(store, game_id, 2, [b"3"], "b")) == Appended(3, 3, True)
         assert await bounded(admin.hget(commands_key(game_id), "b")) == b"3 3"
     finally:
         await admin.aclose()
@@ -231,12 +231,12 @@ async def test_the_append_script_runs_under_the_hash_redis_py_would_use(redis_ur
     assert line is not None
     admin = redis.asyncio.Redis.from_url(redis_url)
     try:
-        sha = admin.register_script(APPEND).sha
-        assert sha == _sha(APPEND)
+        sha = admin.register_script(APPEND_SCRIPT).sha
+        assert sha == _sha(APPEND_SCRIPT)
         game_id = new_id()
         keys = [events_key(game_id), commands_key(game_id)]
-        with pytest.raises(rx.ResponseError, match="NOGAME"):
-            await bounded(line.script(sha, APPEND, keys, [0, "c", b"x"], 2.0))
+        reply = await bounded(line.script(sha, APPEND_SCRIPT, keys, [2, 0, "c", "", 1, b"x"], 2.0))
+        assert reply == [[-1, b"NOGAME"]]
         assert await bounded(admin.script_exists(sha)) == [True]
     finally:
         await line.close()
@@ -259,7 +259,7 @@ class _Wire:
 
 
 async def test_replies_split_anywhere_resolve_the_calls_in_order_and_a_stray_reply_drops_the_line() -> None:
-    protocol = _Protocol()
+    protocol = LineProtocol()
     wire = _Wire()
     protocol.connection_made(wire)  # type: ignore[arg-type]
     first, second = protocol.call(b"A"), protocol.call(b"B")
@@ -287,7 +287,7 @@ async def test_the_stores_frequent_calls_take_two_connections_not_one_each(redis
         games = [new_id() for _ in range(50)]
         await bounded(asyncio.gather(*(store.create(game_id, b"1", {"seat:0": "h"}) for game_id in games)))
         outcomes = await bounded(
-            asyncio.gather(*(store.append(game_id, 1, [b"2"], "c") for game_id in games))
+            asyncio.gather(*(append(store, game_id, 1, [b"2"], "c") for game_id in games))
         )
         assert outcomes == [Appended(2, 2, False)] * 50
         loaded = await bounded(asyncio.gather(*(store.read(game_id) for game_id in games)))
@@ -297,7 +297,7 @@ async def test_the_stores_frequent_calls_take_two_connections_not_one_each(redis
         assert await bounded(_clients(redis_url)) == before + 2
 
         long_game = games[0]
-        await bounded(store.append(long_game, 2, [b"x"] * (LINE_READ + 10), "long"))
+        await bounded(append(store, long_game, 2, [b"x"] * (LINE_READ + 10), "long"))
         assert len(await bounded(store.read(long_game))) == LINE_READ + 12
         assert await bounded(_clients(redis_url)) == before + 3
     finally:

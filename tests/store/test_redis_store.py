@@ -17,9 +17,9 @@ import pytest
 import redis.asyncio
 
 from server.store import Record, StoreError, StoreUnavailable
-from server.store.redis import RedisEventStore
-from server.store.redis._adapter import LINE_READ, READ_CHUNK
-from server.store.redis._scripts import appended_channel
+from server.store.redis import LINE_READ, READ_CHUNK, RedisEventStore
+from server.store.redis.keys import appended_channel
+from tests.support.appends import append
 from tests.support.redis import RedisProcess, bounded, free_port, new_id
 from tests.support.waiting import until
 
@@ -49,7 +49,7 @@ async def test_a_game_lives_under_its_hash_tagged_keys_with_ids_0_version(
 ) -> None:
     game_id = new_id()
     await bounded(redis_store.create(game_id, b"first", {"seat:0": "h0"}))
-    await bounded(redis_store.append(game_id, 1, [b"second", b"third"], "cmd-1"))
+    await bounded(append(redis_store, game_id, 1, [b"second", b"third"], "cmd-1"))
     raw = redis_store.client
     entries: object = await bounded(raw.xrange(f"orchestra:{{{game_id}}}:events"))
     # The store's clients leave stream replies as Redis sent them (one flat field list per entry).
@@ -76,10 +76,10 @@ async def test_an_entry_with_more_fields_than_the_envelope_still_reads_as_its_en
 async def test_the_version_comes_from_the_top_entry_id_never_from_xlen(redis_store: RedisEventStore) -> None:
     game_id = new_id()
     await bounded(redis_store.create(game_id, b"1", {}))
-    await bounded(redis_store.append(game_id, 1, [b"2", b"3"], "c"))
+    await bounded(append(redis_store, game_id, 1, [b"2", b"3"], "c"))
     await bounded(redis_store.client.xdel(f"orchestra:{{{game_id}}}:events", "0-2"))
     assert await bounded(redis_store.version(game_id)) == 3
-    assert (await bounded(redis_store.append(game_id, 3, [b"4"], "d"))).last == 4
+    assert (await bounded(append(redis_store, game_id, 3, [b"4"], "d"))).last == 4
 
 
 async def test_a_read_of_any_window_holds_exactly_its_versions(redis_store: RedisEventStore) -> None:
@@ -89,7 +89,7 @@ async def test_a_read_of_any_window_holds_exactly_its_versions(redis_store: Redi
     stored = [f"e{version}".encode() for version in range(1, total + 1)]
     await bounded(redis_store.create(game_id, stored[0], {}))
     for start in range(1, total, 500):
-        await bounded(redis_store.append(game_id, start, stored[start : start + 500], f"c{start}"))
+        await bounded(append(redis_store, game_id, start, stored[start : start + 500], f"c{start}"))
     edges = {0, 1, LINE_READ - 1, LINE_READ, LINE_READ + 1, READ_CHUNK, READ_CHUNK + LINE_READ + 1, total}
     windows = [(after, upto) for after in edges for upto in [None, *edges] if upto is None or upto >= after]
     windows += [
@@ -104,7 +104,7 @@ async def test_a_read_of_any_window_holds_exactly_its_versions(redis_store: Redi
 async def test_envelopes_are_stored_as_exact_bytes(redis_store: RedisEventStore) -> None:
     game_id, odd = new_id(), bytes(range(256))
     await bounded(redis_store.create(game_id, odd, {}))
-    await bounded(redis_store.append(game_id, 1, [odd[::-1]], "c"))
+    await bounded(append(redis_store, game_id, 1, [odd[::-1]], "c"))
     assert await bounded(redis_store.read(game_id)) == [Record(1, odd), Record(2, odd[::-1])]
 
 
@@ -112,7 +112,7 @@ async def test_a_driver_error_other_than_a_conflict_is_a_store_error(redis_store
     game_id = new_id()
     await bounded(redis_store.client.set(f"orchestra:{{{game_id}}}:events", "not a stream"))
     with pytest.raises(StoreError) as caught:
-        await bounded(redis_store.append(game_id, 1, [b"x"], "c"))
+        await bounded(append(redis_store, game_id, 1, [b"x"], "c"))
     assert type(caught.value) is StoreError and "WRONGTYPE" in str(caught.value)
 
 
@@ -136,7 +136,7 @@ async def test_a_unix_socket_url_works(tmp_path: Path) -> None:
 async def test_a_closed_port_gives_store_unavailable_quickly() -> None:
     async with opened(f"redis://127.0.0.1:{free_port()}") as store:
         started = time.monotonic()
-        for call in (store.read("g"), store.version("g"), store.games(), store.append("g", 1, [b"x"], "c")):
+        for call in (store.read("g"), store.version("g"), store.games(), append(store, "g", 1, [b"x"], "c")):
             with pytest.raises(StoreUnavailable):
                 await bounded(call)
         with pytest.raises(StoreUnavailable):
@@ -158,10 +158,10 @@ async def test_a_stopped_redis_gives_store_unavailable_and_a_restarted_one_works
         await bounded(store.create(game_id, b"1", {}))
         own_redis.stop()
         with pytest.raises(StoreUnavailable):
-            await bounded(store.append(game_id, 1, [b"2"], "c"))
+            await bounded(append(store, game_id, 1, [b"2"], "c"))
         own_redis.start()  # no persistence here: the restarted Redis is empty
         await bounded(store.create(game_id, b"1", {}))
-        assert (await bounded(store.append(game_id, 1, [b"2"], "c"))).last == 2
+        assert (await bounded(append(store, game_id, 1, [b"2"], "c"))).last == 2
 
 
 async def test_a_hung_redis_gives_store_unavailable_within_the_timeout(own_redis: RedisProcess) -> None:
@@ -182,7 +182,7 @@ async def test_a_hung_redis_gives_store_unavailable_within_the_timeout(own_redis
         # The connections cut short were closed, so no late reply reaches a later call.
         for _ in range(5):
             assert [r.data for r in await bounded(store.read(game_id))] == [b"1"]
-        assert (await bounded(store.append(game_id, 1, [b"2"], "c"))).last == 2
+        assert (await bounded(append(store, game_id, 1, [b"2"], "c"))).last == 2
         assert await bounded(store.version(game_id)) == 2
 
 
@@ -254,13 +254,13 @@ async def test_a_tail_delivers_every_append_its_callers_own_too_and_reads_once_p
         task = asyncio.create_task(follow())
         try:
             # An append, read: the tail has subscribed, read what came before and waits.
-            await bounded(store.append(game_id, 1, [b"2"], "other-2"))
+            await bounded(append(store, game_id, 1, [b"2"], "other-2"))
             assert await bounded(batches.get(), 3) == [Record(2, b"2")]
             reads = await xranges(store)
             # Ten appends at once: ten notices, fewer reads when one read takes several appends.
             await bounded(
                 asyncio.gather(
-                    *(store.append(game_id, v - 1, [str(v).encode()], f"own-{v}") for v in range(3, 13))
+                    *(append(store, game_id, v - 1, [str(v).encode()], f"own-{v}") for v in range(3, 13))
                 )
             )
             delivered: list[Record] = []
@@ -269,7 +269,7 @@ async def test_a_tail_delivers_every_append_its_callers_own_too_and_reads_once_p
             assert delivered == [Record(v, str(v).encode()) for v in range(3, 13)]
             # The sentinel: its read comes after every notice of the ten, so a read of any of them would
             # have been counted by now, and a batch delivered twice would be in the queue before it.
-            await bounded(store.append(game_id, 12, [b"13"], "other-13"))
+            await bounded(append(store, game_id, 12, [b"13"], "other-13"))
             assert await bounded(batches.get(), 3) == [Record(13, b"13")]
             assert batches.empty()
             batches_read = await xranges(store) - reads
@@ -295,13 +295,13 @@ async def test_notices_stay_within_their_database(own_redis: RedisProcess) -> No
         task = asyncio.create_task(follow())
         try:
             # An append of database 1, read: the tail has subscribed, read what came before and waits.
-            await bounded(one.append(game_id, 1, [b"1:2"], "o2"))
+            await bounded(append(one, game_id, 1, [b"1:2"], "o2"))
             assert await bounded(batches.get(), 3) == [Record(2, b"1:2")]
             reads = await xranges(one)
             for version in range(2, 7):
-                await bounded(zero.append(game_id, version - 1, [f"0:{version}".encode()], f"z{version}"))
+                await bounded(append(zero, game_id, version - 1, [f"0:{version}".encode()], f"z{version}"))
             # The sentinel, database 1's next append: a wake-up by database 0's would have read before it.
-            await bounded(one.append(game_id, 2, [b"1:3"], "o3"))
+            await bounded(append(one, game_id, 2, [b"1:3"], "o3"))
             assert await bounded(batches.get(), 3) == [Record(3, b"1:3")]
             assert batches.empty() and await xranges(one) == reads + 1
         finally:
@@ -331,7 +331,7 @@ async def test_a_frozen_redis_fails_an_established_tail_within_heartbeat_and_tim
         # A new tail works again, on a new subscriber connection.
         tail = store.tail(game_id, 0)
         assert await bounded(anext(tail)) == [Record(1, b"1")]
-        await bounded(store.append(game_id, 1, [b"2"], "after"))
+        await bounded(append(store, game_id, 1, [b"2"], "after"))
         assert await bounded(anext(tail)) == [Record(2, b"2")]
         await bounded(tail.aclose())
 
@@ -355,7 +355,7 @@ async def test_a_tail_cancelled_while_it_reads_leaves_its_connection_open(own_re
         await until(lambda: subscribed(store, {appended_channel(game_id): 1}), 3, "the tail subscribed")
         # Redis sends the append's notice with its answer: stopped at once, it leaves the tail's read of
         # the new version waiting in its socket.
-        await bounded(store.append(game_id, 1, [b"2"], "c2"))
+        await bounded(append(store, game_id, 1, [b"2"], "c2"))
         os.kill(pid, signal.SIGSTOP)
         try:
             await until(lambda: unread_by(own_redis.port), 2, "the read sent to the stopped Redis")
@@ -431,7 +431,7 @@ async def test_an_append_notice_is_read_without_being_formatted_for_a_debug_line
         channel = appended_channel(game_id, int(urlsplit(redis_url).path.strip("/") or 0))
         await until(lambda: subscribers(redis_store, [channel]), what="the tail's subscription")
         with caplog.at_level("DEBUG", logger="push_response"):
-            await bounded(redis_store.append(game_id, 1, [b"2"], "cmd-1"))
+            await bounded(append(redis_store, game_id, 1, [b"2"], "cmd-1"))
             batch = await bounded(waiting)
         assert [record.version for record in batch] == [2]
         assert not [r for r in caplog.records if r.name == "push_response"]

@@ -10,6 +10,7 @@ import pytest
 
 from server.store import Appended, EventStore, GameExists, Record, TooManyGames
 from server.store.redis import RedisEventStore
+from tests.support.appends import append
 from tests.support.redis import bounded, new_id
 
 CREDENTIALS = {"seat:0": "hash-a", "seat:1": "hash-b", "watch": "hash-w"}
@@ -34,8 +35,8 @@ async def test_a_restored_game_reads_back_whole_with_its_credentials_and_command
     assert await bounded(store.credentials(game_id)) == CREDENTIALS
     # A repeat of a command the archived game accepted gets its first outcome, and writes nothing.
     assert await bounded(store.outcome(game_id, "1:b")) == Appended(3, 4, duplicate=True)
-    assert await bounded(store.append(game_id, 4, [env(9)], "0:a")) == Appended(2, 2, duplicate=True)
-    assert await bounded(store.append(game_id, 4, [env(5)], "0:new")) == Appended(5, 5)
+    assert await bounded(append(store, game_id, 4, [env(9)], "0:a")) == Appended(2, 2, duplicate=True)
+    assert await bounded(append(store, game_id, 4, [env(5)], "0:new")) == Appended(5, 5)
     assert game_id in await bounded(store.games())
     assert game_id in [g.game_id for g in await bounded(store.listed(1000))]
 

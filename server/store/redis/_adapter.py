@@ -3,7 +3,7 @@
 Writes are one Lua script each (see `server.store.redis._scripts`), so a batch is never partly written. Every
 redis-py exception is translated here into the port's `StoreError` family; the shell never sees one.
 Every call is bounded in time (by `asyncio.timeout`, or on the store's own pipelined lines by a timer; see
-`server.store.redis._line`), so a hung Redis yields `StoreUnavailable`, never a hang.
+`server.store.redis.line`), so a hung Redis yields `StoreUnavailable`, never a hang.
 Tails use a second client with its own large pool: a blocked XREAD per tailed game never starves
 commands, and one XREAD per game (not one over many streams) works across Cluster slots.
 """
@@ -38,31 +38,31 @@ from server.store import (
     StoreUnavailable,
     TooManyGames,
 )
-from server.store.redis._line import ScriptLine, retrieved
 from server.store.redis._notify import Notifier
 from server.store.redis._scripts import (
-    APPEND,
     APPEND_MANY,
     CREATE,
     DELETE_AT,
     FENCE,
-    FENCE_FIELD,
-    FIELD,
-    GAMES_KEY,
     INDEX,
-    INDEX_KEYS,
-    INDEXED_KEY,
     LISTED,
-    LISTING_KEY,
-    LIVE_KEY,
     PUBLIC_IDS,
-    PUBLIC_KEY,
     READ_PRESENCE,
     RESTORE,
     STORE_TIME,
     TAKE_TOKEN,
     UNINDEX,
     WRITE_PRESENCE,
+)
+from server.store.redis.keys import (
+    FENCE_FIELD,
+    FIELD,
+    GAMES_KEY,
+    INDEX_KEYS,
+    INDEXED_KEY,
+    LISTING_KEY,
+    LIVE_KEY,
+    PUBLIC_KEY,
     appended_channel,
     auth_key,
     commands_key,
@@ -70,6 +70,7 @@ from server.store.redis._scripts import (
     presence_key,
     rate_key,
 )
+from server.store.redis.line import ScriptLine, retrieved
 
 Client = Redis | RedisCluster
 # A stream reply as redis-py parses it (responses are never decoded: envelopes stay bytes).
@@ -174,7 +175,7 @@ async def _finished(read: Coroutine[Any, Any, list[Record]]) -> list[Record]:
 
 
 def _digest(line: bytes | None) -> str:
-    """What the append scripts compare with the line at the expected version ('' skips the check)."""
+    """What the append script compares with the line at the expected version ('' skips the check)."""
     return "" if line is None else hashlib.sha1(line, usedforsecurity=False).hexdigest()
 
 
@@ -217,7 +218,7 @@ class RedisEventStore:
         reads: ScriptLine | None = None,
     ) -> None:
         """Use `client` for commands and `tail_client` (its own pool) for blocking reads. On a standalone
-        Redis (see server.store.redis._line), scripts (appends, creates, the index, presence) go over `line`
+        Redis (see server.store.redis.line), scripts (appends, creates, the index, presence) go over `line`
         and short reads and lookups over `reads`, when given: two lines, so that no read ever holds up an
         append. Without them, everything goes over `client`.
 
@@ -231,7 +232,6 @@ class RedisEventStore:
         self._timeout = timeout
         self._tail_deadline = block_ms / 1000 + timeout
         # redis-py's Script: EVALSHA, and SCRIPT LOAD (on every primary in Cluster) then retry on NOSCRIPT.
-        self._append = client.register_script(APPEND)
         self._create = client.register_script(CREATE)
         self._restore = client.register_script(RESTORE)
         self._append_many = client.register_script(APPEND_MANY)
@@ -365,49 +365,32 @@ class RedisEventStore:
                     await self._client.delete(events_key(game_id), auth_key(game_id), commands_key(game_id))
             raise
 
-    async def append(
-        self,
-        game_id: str,
-        expected: int,
-        envelopes: Sequence[bytes],
-        command_key: str,
-        after: bytes | None = None,
-    ) -> Appended:
-        """Append envelopes as versions expected+1.. atomically, once per command key (game-scoped), and
-        with `after` only after that line.
-
-        A command key seen before returns its first outcome with duplicate=True and writes nothing.
-        Raises: ConcurrencyConflict (GameNotFound for a game never created), HistoryChanged, StoreFull,
-        StoreUnavailable, ValueError for an empty batch.
-        """
-        if not envelopes:
-            raise ValueError("append needs at least one envelope")
-        keys = self._game_keys(game_id, commands_key(game_id))
-        args: list[bytes | str | int] = [expected, command_key, _digest(after), *envelopes]
-        first, last, duplicate = await self._script(self._append, keys, args, game_id, expected)
-        return Appended(int(first), int(last), bool(duplicate))
-
     async def append_many(self, batch: Sequence[Append]) -> list[Appended | StoreError]:
-        """Several appends (game, expected, envelopes, command key[, after]) in one pipelined round trip.
+        """Appends (game, expected, envelopes, command key[, after]) in one round trip, all by one script
+        (`APPEND_MANY`), each atomic and run in order with its own result or error; a connection failure
+        answers every one with StoreUnavailable.
 
-        Each is its own atomic script call, run in order; each gets its own result or error, as `append`
-        would give it. A connection failure answers every one with StoreUnavailable.
+        On a standalone Redis the whole batch is one call. On a Cluster each game's appends are one call
+        (its keys share a slot; another game's may live on another node), pipelined: redis-py sends each
+        to its slot's node.
+        Raises: ValueError (an append without envelopes; nothing is written).
         """
-        if len(batch) == 1:
-            try:
-                return [await self.append(*batch[0])]
-            except StoreError as exc:
-                return [exc]
+        if not batch:
+            return []
         if not self._cluster:
-            return await self._append_in_one_call(batch)
-        # A Cluster: one call per game (its keys share a slot; another game's may live on another node),
-        # pipelined: redis-py sends each to its slot's node.
+            every = list(range(len(batch)))
+            keys, args = self._append_many_call(batch, every, 3)
+            try:
+                replies = await self._script(self._append_many, keys, args)
+            except StoreError as exc:
+                return [exc for _ in batch]
+            return self._results(batch, every, replies)
         by_game: dict[str, list[int]] = {}
         for index, item in enumerate(batch):
             by_game.setdefault(item.game_id, []).append(index)
+        calls = [self._append_many_call(batch, indexes, 2) for indexes in by_game.values()]
         pipe = self._client.pipeline(transaction=False)
-        for indexes in by_game.values():
-            keys, args = self._append_many_call(batch, indexes, 2)
+        for keys, args in calls:
             # EVAL, not EVALSHA: Redis caches the compiled script by its hash anyway, and a pipeline then
             # never meets NOSCRIPT after a Redis restart.
             pipe.eval(APPEND_MANY, len(keys), *keys, *args)
@@ -425,15 +408,6 @@ class RedisEventStore:
             else:
                 results.update(zip(indexes, self._results(batch, indexes, reply), strict=True))
         return [results[index] for index in range(len(batch))]
-
-    async def _append_in_one_call(self, batch: Sequence[Append]) -> list[Appended | StoreError]:
-        every = list(range(len(batch)))
-        keys, args = self._append_many_call(batch, every, 3)
-        try:
-            replies = await self._script(self._append_many, keys, args)
-        except StoreError as exc:
-            return [exc for _ in batch]
-        return self._results(batch, every, replies)
 
     def _append_many_call(
         self, batch: Sequence[Append], indexes: list[int], stride: int

@@ -1,115 +1,10 @@
-"""The Redis key layout of a game and the Lua scripts that change it atomically.
-
-Every key of one game carries the game id as a hash tag (`{<game_id>}`), so in Redis Cluster all of
-them live in one slot and a single script may touch them all:
-
-    orchestra:{<game_id>}:events    stream; entry id 0-<version>; one field `e` = the envelope's bytes
-    orchestra:{<game_id>}:auth      hash of the seat and watch credential hashes (secrets stay off events)
-    orchestra:{<game_id>}:commands  hash command_key -> "first last" (the outcome a repeat gets back)
-    orchestra:games                 sorted set of game ids, scored by creation time (Redis's clock, in us)
-    orchestra:{<game_id>}:presence  hash node id -> that node's connections to the game and when it said
-                                    so; expires unless written again (no part of the game: never archived)
-    orchestra:rate:{<bucket>}       a rate bucket the nodes share (games created per client address): the
-                                    time it is full again; expires then
-
-and the index of games beside it, every key of it in the slot of `orchestra:games` (their hash tag is
-that key's name), so that one script changes them all together, on a Cluster too:
-
-    {orchestra:games}:public        sorted set of the publicly listed game ids, scored as in orchestra:games
-    {orchestra:games}:listing       hash game id -> its listing (what the list shows that never changes)
-    {orchestra:games}:live          set of the ids of live games (created, not yet ended nor deleted)
-    {orchestra:games}:indexed       set of the ids of indexed games (games written before the index are
-                                    not, until indexed: server.engine.listing)
-
-and one pub/sub channel, `orchestra:{<game_id>}:appended` (`...:appended:<db>` on a database other than
-0), on which each append on a standalone Redis publishes the game's new version (nodes' tails wait for
-it; see `server.store.redis._notify`).
-"""
+"""The Lua scripts that change the store's keys (`server.store.redis.keys`) atomically, one call each."""
 
 from __future__ import annotations
 
-GAMES_KEY = "orchestra:games"
-PUBLIC_KEY = "{orchestra:games}:public"
-LISTING_KEY = "{orchestra:games}:listing"
-LIVE_KEY = "{orchestra:games}:live"
-INDEXED_KEY = "{orchestra:games}:indexed"
-INDEX_KEYS = (GAMES_KEY, PUBLIC_KEY, LISTING_KEY, LIVE_KEY, INDEXED_KEY)
-FIELD = b"e"
-
-
-def events_key(game_id: str) -> str:
-    """The game's stream of envelopes."""
-    return f"orchestra:{{{game_id}}}:events"
-
-
-def auth_key(game_id: str) -> str:
-    """The game's credentials hash, beside its stream."""
-    return f"orchestra:{{{game_id}}}:auth"
-
-
-def commands_key(game_id: str) -> str:
-    """The game's command-key outcomes, for idempotent appends."""
-    return f"orchestra:{{{game_id}}}:commands"
-
-
-def presence_key(game_id: str) -> str:
-    """Who is connected to the game, per node (server.engine.presence), beside its stream."""
-    return f"orchestra:{{{game_id}}}:presence"
-
-
-def rate_key(bucket: str) -> str:
-    """A rate bucket shared by the nodes (server.store.port.EventStore.take_token), in a slot of its own."""
-    return f"orchestra:rate:{{{bucket}}}"
-
-
-def appended_channel(game_id: str, db: int = 0) -> str:
-    """The pub/sub channel on which the game's appends announce its new version.
-
-    Channels are shared by all databases of a Redis; the database number keeps deployments on different
-    databases of one Redis from waking each other's tails.
-    """
-    return f"orchestra:{{{game_id}}}:appended" if db == 0 else f"orchestra:{{{game_id}}}:appended:{db}"
-
-
-# A fenced game (being archived) takes no more appends: its commands hash holds the field FENCE (command
-# keys are "<seat>:<id>", so no command key can be it). A repeat of an accepted command still gets its
-# first outcome.
-FENCE_FIELD = "!fenced"
-
-# KEYS: events, commands[, channel]. ARGV: expected version, command key, after, envelope...
-# -> {first, last, duplicate}. With a channel (standalone Redis), the new version is published on it; a
-# Cluster would broadcast every publish to all its nodes, so there tails block on XREAD instead.
-# The version is the top entry's id, never XLEN: XLEN would lie after any trim or deletion. The command
-# key is checked before the version, because a retried command must get its first outcome back even
-# when other commands have moved the game on since. `after` is the SHA-1 (hex) of the line the caller
-# holds at the expected version, or '' to skip the check: another line there (acknowledged appends lost,
-# others written at their versions since) answers CHANGED. SHA-1 only names a line without sending it:
-# whoever could forge a collision could write the stream directly anyway.
-APPEND = """
-local seen = redis.call('HGET', KEYS[2], ARGV[2])
-if seen then
-  local first, last = string.match(seen, '^(%d+) (%d+)$')
-  return {tonumber(first), tonumber(last), 1}
-end
-if redis.call('HEXISTS', KEYS[2], '!fenced') == 1 then return redis.error_reply('FENCED') end
-local top = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
-if #top == 0 then return redis.error_reply('NOGAME') end
-local version = tonumber(string.match(top[1][1], '^0%-(%d+)$'))
-local expected = tonumber(ARGV[1])
-if version ~= expected then return redis.error_reply('CONFLICT ' .. version) end
-if ARGV[3] ~= '' and redis.sha1hex(top[1][2][2]) ~= ARGV[3] then return redis.error_reply('CHANGED') end
-for i = 4, #ARGV do
-  version = version + 1
-  redis.call('XADD', KEYS[1], '0-' .. version, 'e', ARGV[i])
-end
-redis.call('HSET', KEYS[2], ARGV[2], (expected + 1) .. ' ' .. version)
-if KEYS[3] then redis.call('PUBLISH', KEYS[3], version) end
-return {expected + 1, version, 0}
-"""
-
 # KEYS: events, auth[, channel]. ARGV: first envelope, then credential field/value pairs -> the Redis
 # clock (s, us). A stale credentials hash without a stream (a half-deleted game) must not leak into the
-# new game. With a channel, version 1 is published on it, as APPEND publishes every later version.
+# new game. With a channel, version 1 is published on it, as APPEND_MANY publishes every later version.
 # XADD is the first write: a Redis at `maxmemory` refuses a script's first write that needs memory (OOM)
 # but lets every later one through, so a DEL before it would let a full Redis take the game.
 CREATE = """
@@ -146,14 +41,21 @@ if KEYS[4] then redis.call('PUBLISH', KEYS[4], n) end
 return n
 """
 
-# Many appends in one call: of any games on a standalone Redis, of one game in a Cluster (its keys share a
-# slot). ARGV[1]: the keys of each append, 3 (events, commands, channel) or 2 (no channel: no notice).
-# KEYS: those of each append in turn. ARGV from 2: per append, expected version, command key, after, the
-# number n of envelopes, then the n envelopes. Each append is checked and written as APPEND does, in order,
-# and gets its own result: {first, last, duplicate}, or {-1, 'CONFLICT <v>' | 'CHANGED' | 'NOGAME' |
-# 'FENCED'}. A game's appends are a chain (each decided on the state the ones before it leave): after one
-# that wrote nothing, the game's later ones write nothing and get CONFLICT with its version (NOGAME
-# without a stream).
+# Every append: many in one call, of any games on a standalone Redis, of one game in a Cluster (its keys
+# share a slot). ARGV[1]: the keys of each append, 3 (events, commands, channel) or 2 (no channel: no
+# notice). KEYS: those of each append in turn. ARGV from 2: per append, expected version, command key,
+# after, the number n of envelopes, then the n envelopes. Each append is checked and written in order and
+# gets its own result: {first, last, duplicate}, or {-1, 'CONFLICT <v>' | 'CHANGED' | 'NOGAME' | 'FENCED'}.
+# With a channel (standalone Redis), the new version is published on it; a Cluster would broadcast every
+# publish to all its nodes, so there tails block on XREAD instead.
+# The version is the top entry's id, never XLEN: XLEN would lie after any trim or deletion. The command
+# key is checked before the version, because a retried command must get its first outcome back even when
+# other commands have moved the game on since. `after` is the SHA-1 (hex) of the line the caller holds at
+# the expected version, or '' to skip the check: another line there (acknowledged appends lost, others
+# written at their versions since) answers CHANGED. SHA-1 only names a line without sending it: whoever
+# could forge a collision could write the stream directly anyway.
+# A game's appends are a chain (each decided on the state the ones before it leave): after one that wrote
+# nothing, the game's later ones write nothing and get CONFLICT with its version (NOGAME without a stream).
 APPEND_MANY = """
 local stride = tonumber(ARGV[1])
 local results = {}

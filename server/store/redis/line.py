@@ -37,7 +37,7 @@ Arg = str | bytes | int
 RETRY_PAUSE = 0.02
 
 
-class _Protocol(asyncio.Protocol):
+class LineProtocol(asyncio.Protocol):
     """Writes commands, and hands each parsed reply to the oldest waiting call."""
 
     def __init__(self) -> None:
@@ -99,8 +99,8 @@ class ScriptLine:
 
     def __init__(self, options: dict[str, Any], connect_timeout: float) -> None:
         self._options, self._connect_timeout = options, connect_timeout
-        self._protocol: _Protocol | None = None
-        self._connecting: asyncio.Task[_Protocol] | None = None
+        self._protocol: LineProtocol | None = None
+        self._connecting: asyncio.Task[LineProtocol] | None = None
 
     @classmethod
     def for_url(cls, url: str, connect_timeout: float) -> ScriptLine | None:
@@ -169,7 +169,7 @@ class ScriptLine:
         finally:
             timer.cancel()
 
-    async def _connected(self, bound: _Bound) -> _Protocol:
+    async def _connected(self, bound: _Bound) -> LineProtocol:
         # Concurrent first calls share one connection attempt.
         if self._connecting is None or self._connecting.done():
             self._connecting = bound.loop.create_task(self._connect())
@@ -184,9 +184,9 @@ class ScriptLine:
         self._protocol = protocol
         return protocol
 
-    async def _connect(self) -> _Protocol:
+    async def _connect(self) -> LineProtocol:
         loop, options = asyncio.get_running_loop(), self._options
-        protocol = _Protocol()
+        protocol = LineProtocol()
         try:
             async with asyncio.timeout(self._connect_timeout):
                 if "path" in options:
@@ -225,7 +225,7 @@ class _Bound:
         self.loop, self.timeout, self.deadline = loop, timeout, loop.time() + timeout
 
 
-def _expire(future: asyncio.Future[Any], protocol: _Protocol, timeout: float) -> None:
+def _expire(future: asyncio.Future[Any], protocol: LineProtocol, timeout: float) -> None:
     if not future.done():
         future.set_exception(rx.TimeoutError(f"no answer within {timeout} s"))
         # Redis stopped answering: the calls behind this one would wait on it too; start afresh.
