@@ -351,3 +351,52 @@ def test_the_private_use_checker_sees_modules_and_names_and_nothing_public() -> 
         "from redis._parsers.base import BaseParser",
         "from websockets.protocol import _private",
     ]
+
+
+# The store's Redis adapter from outside ---------------------------------------------------------------
+
+
+def private_store_imports(source: str) -> list[str]:
+    """The modules of `source`'s imports that are private modules of the project's own packages (a part
+    after the first starting with `_`, as server.store.redis._scripts)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "server" and any(
+                part.startswith("_") and part != "__init__" for part in parts[1:]
+            ):
+                found.append(name)
+                break
+    return found
+
+
+def test_tests_and_benchmarks_reach_redis_only_through_the_stores_public_modules() -> None:
+    """Key names from server.store.redis.keys, the store from server.store.redis: never `_adapter`,
+    `_scripts` or `_notify`."""
+    offenders = {}
+    for path in sorted([*(ROOT / "tests").rglob("*.py"), *(ROOT / "bench").rglob("*.py")]):
+        found = [name for name in private_store_imports(path.read_text()) if name.startswith("server.store")]
+        if found:
+            offenders[str(path.relative_to(ROOT))] = found
+    assert offenders == {}
+
+
+def test_the_private_module_check_sees_modules_and_names() -> None:
+    source = (
+        "from server.store.redis._scripts import events_key\n"
+        "import server.store.redis._notify\n"
+        "from server.store.redis import _adapter\n"
+        "from server.store.redis.keys import events_key\n"
+        "from server.store.redis import RedisEventStore\n"
+    )
+    assert private_store_imports(source) == [
+        "server.store.redis._scripts",
+        "server.store.redis._notify",
+        "server.store.redis._adapter",
+    ]
