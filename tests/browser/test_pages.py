@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
@@ -49,6 +48,15 @@ SNAPSHOT_BOARD_JS = """() => {
 async def log_of(page: Any) -> list[dict[str, Any]]:
     entries: list[dict[str, Any]] = await page.evaluate(LOG_JS)
     return entries
+
+
+async def nothing_more_before_a_spectator(page: Any, url: str, game_id: str) -> None:
+    """A sentinel for 'nothing more arrives': another spectator joins on `url`, the page's node, and the page
+    counts it; its presence frame came on the page's connection after anything the node sent before it."""
+    async with await GameClient.connect(url, game_id, reconnect=False):
+        await page.wait_for_function(
+            "() => document.querySelector('#watching')?.dataset.count === '2'", timeout=15_000
+        )
 
 
 async def wait_for_log(page: Any, versions: int, timeout: float = 15.0) -> list[dict[str, Any]]:
@@ -211,8 +219,8 @@ async def test_the_watch_page_recovers_from_a_server_restart_without_duplicate_l
 
     envelopes = await get_events(second.url, game_id)
     assert len(envelopes) > before
-    entries = await wait_for_log(page, len(envelopes))
-    await asyncio.sleep(0.5)  # nothing more may arrive: a duplicate would show up as an extra line
+    await wait_for_log(page, len(envelopes))
+    await nothing_more_before_a_spectator(page, second.url, game_id)  # a duplicate: an extra line
     entries = sorted(await log_of(page), key=lambda entry: entry["version"])
     check_log(entries, envelopes, ["Ada", "Ben", "Cy"])
     await wait_for_board(page, await get_view(second.url, game_id))
@@ -246,7 +254,7 @@ async def test_the_watch_page_starts_its_log_anew_when_the_store_lost_envelopes_
     envelopes = await get_events(first.url, game_id)
     assert [envelope["seat"] for envelope in envelopes[1:]] == [0, 2, 0]
     await wait_for_log(page, 4)
-    await asyncio.sleep(0.5)  # nothing more may arrive: a line kept from before would be one too many
+    await nothing_more_before_a_spectator(page, first.url, game_id)  # a line kept from before: one too many
     entries = sorted(await log_of(page), key=lambda entry: entry["version"])
     check_log(entries, envelopes, ["Ada", "Ben", "Cy"])
     await wait_for_board(page, await get_view(first.url, game_id))

@@ -92,7 +92,7 @@ async def play_in_a_child(games: dict[str, tuple[str, list[str]]], tmp_path: Pat
 
 
 async def test_the_wall_follows_fifty_games_bots_play_on_two_nodes(
-    start_server: Any, own_redis: RedisProcess, page: Any, tmp_path: Path
+    own_redis: RedisProcess, start_server: Any, page: Any, tmp_path: Path
 ) -> None:
     # Every game comes from this one address: its share is the whole wall, and one page holds them all.
     watched: ServerProcess = start_server(
@@ -166,16 +166,19 @@ async def test_the_wall_follows_fifty_games_bots_play_on_two_nodes(
 
 
 async def test_the_wall_shows_a_first_page_and_the_rest_as_the_reader_scrolls_to_the_end(
-    start_server: Any, own_redis: RedisProcess, page: Any
+    own_redis: RedisProcess, start_server: Any, page: Any
 ) -> None:
     server: ServerProcess = start_server(own_redis.url, wall_creator_share=1.0, wall_page_games=4)
     ids = [(await new_game(server.url, ["Ada", "Ben"]))[0] for _ in range(30)]
     await page.set_viewport_size({"width": 1400, "height": 500})
     await page.goto(f"{server.url}/wall")
     await page.wait_for_selector('body[data-ready="true"]')
-    # The first page, then the pages that fill the screen: not the whole wall.
-    await page.wait_for_function("() => !document.querySelector('#more-line').hidden")
-    await asyncio.sleep(0.5)
+    # The first page, then the pages that fill the screen: not the whole wall. The page asks for a page
+    # only while the line is in view, so once it is below the screen none is on its way.
+    await page.wait_for_function(
+        """() => { const line = document.querySelector('#more-line');
+                   return !line.hidden && line.getBoundingClientRect().top >= window.innerHeight; }"""
+    )
     shown = await page.evaluate("() => document.querySelectorAll('[data-game]').length")
     assert 4 <= shown < 30 and shown % 4 == 0
     assert await page.evaluate("document.body.dataset.total") == "30"
@@ -183,12 +186,11 @@ async def test_the_wall_shows_a_first_page_and_the_rest_as_the_reader_scrolls_to
     # The button asks for one page more.
     await page.locator("#more").click()
     await page.wait_for_function("(n) => document.querySelectorAll('[data-game]').length >= n", arg=shown + 4)
-    # Scrolling to the end brings the rest, a page at a time, until the line goes.
-    for _ in range(30):
-        if await page.evaluate("() => document.querySelector('#more-line').hidden"):
-            break
-        await page.evaluate("() => window.scrollTo(0, document.documentElement.scrollHeight)")
-        await asyncio.sleep(0.2)
+    # Scrolling to the end brings the rest, a page at a time, until the line goes: the reader scrolls to
+    # the end at each look.
+    scrolled = """() => { window.scrollTo(0, document.documentElement.scrollHeight);
+                         return document.querySelector('#more-line').hidden; }"""
+    await page.wait_for_function(scrolled, polling=100, timeout=15_000)
     tiles = await page.evaluate(
         "() => [...document.querySelectorAll('[data-game]')].map((t) => t.dataset.game)"
     )
@@ -197,7 +199,7 @@ async def test_the_wall_shows_a_first_page_and_the_rest_as_the_reader_scrolls_to
 
 
 async def test_the_embeddable_board_has_no_header_no_log_and_no_background(
-    start_server: Any, own_redis: RedisProcess, page: Any
+    own_redis: RedisProcess, start_server: Any, page: Any
 ) -> None:
     server: ServerProcess = start_server(own_redis.url)
     game_id, tokens = await new_game(server.url)

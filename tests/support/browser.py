@@ -12,6 +12,7 @@ import msgspec
 import domain
 from orchestra_client import create_game
 from orchestra_client.bots import BotResult, play_bot
+from tests.support.waiting import until
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
@@ -95,14 +96,17 @@ async def wait_for_chairs(page: Any, view: dict[str, Any], timeout: float = 10.0
 
 
 async def _wait_until_shown(page: Any, script: str, expected: object, where: str, timeout: float) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        shown = await page.evaluate(script)
-        if shown == expected:
-            return
-        if asyncio.get_running_loop().time() > deadline:
-            assert shown == expected, f"the board at version {where} differs"
-        await asyncio.sleep(0.05)
+    shown: list[object] = [None]
+
+    async def matches() -> bool:
+        shown[0] = await page.evaluate(script)
+        return shown[0] == expected
+
+    try:
+        # Each look is a round trip to the browser: fewer than the helper's default, on a busy machine.
+        await until(matches, timeout, f"the board at version {where}", interval=0.05)
+    except AssertionError:
+        raise AssertionError(f"the board at version {where} differs: {shown[0]!r} != {expected!r}") from None
 
 
 def words_expected(envelope: dict[str, Any], players: list[str]) -> list[str]:
