@@ -17,6 +17,7 @@ from orchestra_client import GameClient, WallClient, get_presence, get_view
 from server.protocol import schema
 from tests.support.e2e import PERF, STRINGS, end_game, expect_accepted, new_game
 from tests.support.redis import RedisProcess
+from tests.support.waiting import until
 from tests.support.wall import FOLLOWED, followed, wall_of
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
@@ -49,6 +50,11 @@ async def next_changes(wall: WallClient) -> dict[str, Any]:
         changed = [change for change in changed if set(change) != {"game_id"}]
         if changed or frame["added"] or frame["retired"]:
             return {**frame, "changed": changed}
+
+
+def stopped(log: str) -> bool:
+    """Whether these lines of a server's log (JSON) say its wall stopped."""
+    return any('"msg":"wall stopped"' in line for line in log.splitlines())
 
 
 async def matches_the_server(url: str, wall: WallClient, game_id: str) -> None:
@@ -126,6 +132,7 @@ async def test_an_ended_game_stays_until_ended_kept_more_have_ended_then_retires
     server = start_server(own_redis.url, wall_ended_games=1)
     first, first_tokens = await new_game(server.url, ["Ada", "Ben"])
     second, second_tokens = await new_game(server.url, ["Cy", "Dan"])
+    logged = len(server.logs())
     async with await WallClient.connect(server.url, reconnect=False) as wall:
         assert list(wall.games) == [second, first] and wall.ended_kept == 1
         await end_game(server.url, first, first_tokens[0])
@@ -144,7 +151,8 @@ async def test_an_ended_game_stays_until_ended_kept_more_have_ended_then_retires
 
     # A wall started afresh shows the most recently ended game too, after the live ones.
     third, _ = await new_game(server.url, ["Eve"])
-    await asyncio.sleep(6)  # the first wall lingers a few seconds after its last subscriber, then stops
+    # The first wall lingers a few seconds after its last subscriber, then stops: its log says when.
+    await until(lambda: stopped(server.logs()[logged:]), 15.0, "the wall stopped", interval=0.1)
     async with await WallClient.connect(server.url, reconnect=False) as wall:
         assert list(wall.games) == [third, second]
         assert wall.games[second]["ended"] is True

@@ -37,6 +37,7 @@ async def test_a_flood_from_ten_addresses_replaces_no_table_being_played(
 ) -> None:
     monkeypatch.setenv("FORWARDED_ALLOW_IPS", "127.0.0.1")
     server = start_server(own_redis.url, wall_live_games=20)  # a share of 5%: one game an address
+    other = start_server(own_redis.url)  # its games reach the wall through the index poll alone
     players: list[GameClient] = []
     real: list[str] = []
     async with httpx.AsyncClient(base_url=server.url, timeout=30) as http:
@@ -61,7 +62,17 @@ async def test_a_flood_from_ten_addresses_replaces_no_table_being_played(
                 by_address: dict[str, set[str]] = {}
                 for n, created in enumerate(flood):
                     by_address.setdefault(f"203.0.113.{n % 10 + 1}", set()).add(created["game_id"])
-                await asyncio.sleep(3)  # the index poll (twice a second) has seen every one of them
+
+                def one_each(games: dict[str, Any]) -> bool:
+                    shown = {game_id for game_id, game in games.items() if not game["ended"]}
+                    return set(real) <= shown and all(len(ids & shown) == 1 for ids in by_address.values())
+
+                await wall.wait_until(one_each, 15.0)
+                # The sentinel: a game listed by another node, found by the index poll alone. Once it is on
+                # the wall, the poll (twice a second) has seen every game of the flood too.
+                async with httpx.AsyncClient(base_url=other.url, timeout=30) as elsewhere:
+                    sentinel = (await create_from(elsewhere, "192.0.2.77", "Zoe"))["game_id"]
+                await wall.wait_until(lambda games: sentinel in games, 5.0)
                 shown = live(wall)
                 assert set(real) <= shown, "every table being played is still on the wall"
                 for address, ids in by_address.items():
