@@ -8,9 +8,9 @@ returns (send a frame, close, join the game, submit a command). So it is tested 
 
     session = Session(limits)
     session.receive(text)          -> [Join(hello)]            the shell looks the game up, then
-    session.admit(...)             -> [Send(welcome), ...]     or a refusal and Close
-    session.receive(text)          -> [Submit(command)] | [Send(rejected)]
-    session.accepted(...) / .refused(...) -> Send(accepted | rejected)
+    session.admit(...)             -> [SendFrame(welcome), ...]  or a refusal and CloseConnection
+    session.receive(text)          -> [Submit(command)] | [SendFrame(rejected)]
+    session.accepted(...) / .refused(...) -> SendFrame(accepted | rejected)
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ NOT_HELLO = "the first frame must be hello"
 
 
 @dataclass(frozen=True, slots=True)
-class Send:
+class SendFrame:
     """Send this frame (encoded JSON text); `code` names the rejection it is, if one (for metrics)."""
 
     data: bytes
@@ -56,7 +56,7 @@ class Send:
 
 
 @dataclass(frozen=True, slots=True)
-class Close:
+class CloseConnection:
     """Close the connection."""
 
     code: int
@@ -85,7 +85,7 @@ class ReadHistory:
     until: int
 
 
-Action = Send | Close | Join | Submit | ReadHistory
+Action = SendFrame | CloseConnection | Join | Submit | ReadHistory
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +157,7 @@ class Session:
         if self.state is not State.HELLO:
             return []
         self.state = State.CLOSED
-        return [Close(POLICY, "no hello in time")]
+        return [CloseConnection(POLICY, "no hello in time")]
 
     def _receive_hello(self, text: str | None) -> list[Action]:
         """A hello joins; a frame that says it is a hello but is not a valid one (a value outside its type,
@@ -171,7 +171,7 @@ class Session:
                     return self.refuse("bad_request", str(exc), POLICY)
         if not isinstance(frame, Hello):
             self.state = State.CLOSED
-            return [Close(POLICY, NOT_HELLO)]
+            return [CloseConnection(POLICY, NOT_HELLO)]
         self.hello = frame
         self.state = State.JOINING
         return [Join(frame)]
@@ -211,13 +211,13 @@ class Session:
             version=version,
             view=msgspec.Raw(view()),
         )
-        actions: list[Action] = [Send(encode(welcome))]
+        actions: list[Action] = [SendFrame(encode(welcome))]
         since = self.hello.since
         if since is None:
             return actions
         if since > version:
             message = f"since {since} is past the game's version {version}; resuming from {version}"
-            actions.append(Send(rejected(None, "bad_request", message, version), "bad_request"))
+            actions.append(SendFrame(rejected(None, "bad_request", message, version), "bad_request"))
         elif since < version:
             actions.append(ReadHistory(since, version))
         return actions
@@ -225,30 +225,33 @@ class Session:
     def refuse(self, code: str, message: str, close_code: int) -> list[Action]:
         """Refuse the connection: a rejection, then the close."""
         self.state = State.CLOSED
-        return [Send(rejected(None, code, message, 0), code), Close(close_code, close_reason(message))]
+        return [
+            SendFrame(rejected(None, code, message, 0), code),
+            CloseConnection(close_code, close_reason(message)),
+        ]
 
-    def history(self, data: Sequence[bytes]) -> list[Send]:
+    def history(self, data: Sequence[bytes]) -> list[SendFrame]:
         """The frames carrying stored envelopes (history after the welcome), in chunks."""
         return [
-            Send(encode(HistoryFrame([msgspec.Raw(d) for d in data[start : start + HISTORY_CHUNK]])))
+            SendFrame(encode(HistoryFrame([msgspec.Raw(d) for d in data[start : start + HISTORY_CHUNK]])))
             for start in range(0, len(data), HISTORY_CHUNK)
         ]
 
-    def accepted(self, command_id: str, version: int, envelopes: Sequence[bytes]) -> Send:
+    def accepted(self, command_id: str, version: int, envelopes: Sequence[bytes]) -> SendFrame:
         """The answer to a command that was written: its last version and its envelopes as stored."""
         # A repeated id's first answer may be long past: it never takes the known version back.
         self.version = max(self.version, version)
         events = [msgspec.Raw(d) for d in envelopes]
-        return Send(encode(Accepted(id=command_id, version=version, events=events)))
+        return SendFrame(encode(Accepted(id=command_id, version=version, events=events)))
 
-    def refused(self, command_id: str, error: Rejected, version: int) -> Send:
+    def refused(self, command_id: str, error: Rejected, version: int) -> SendFrame:
         """The answer to a command that was not written: the rule's rejection, or the shell's for a store
         that refused it (server.web.refusals)."""
         self.version = max(self.version, version)
-        return Send(rejected(command_id, error.code, error.message, version), error.code)
+        return SendFrame(rejected(command_id, error.code, error.message, version), error.code)
 
     def _refuse(self, id: str | None, code: str, message: str) -> list[Action]:
-        return [Send(rejected(id, code, message, self.version), code)]
+        return [SendFrame(rejected(id, code, message, self.version), code)]
 
 
 def _seat_of(token: str | None, public: bool, credentials: Mapping[str, str]) -> int | None:

@@ -22,11 +22,11 @@ from server.engine.owner import Command, Follower, LiveGame, Outcome
 from server.protocol.codes import DAMAGED, TOO_SLOW
 from server.protocol.session import (
     Action,
-    Close,
+    CloseConnection,
     Join,
     Limits,
     ReadHistory,
-    Send,
+    SendFrame,
     Session,
     State,
     Submit,
@@ -129,11 +129,11 @@ async def _carry_out(
 ) -> None:
     """Do what the session asked, before live traffic starts: welcome, history, refusals, closes."""
     for action in actions:
-        if isinstance(action, Send):
+        if isinstance(action, SendFrame):
             if action.code is not None:
                 ctx.metrics.rejected(action.code)
             await websocket.send_text(action.data.decode())
-        elif isinstance(action, Close):
+        elif isinstance(action, CloseConnection):
             await _close(websocket, action.code, action.reason)
         elif isinstance(action, ReadHistory):
             # A window at a time, yielding between frames: a long history is read and sent in slices
@@ -165,7 +165,7 @@ async def _serve(
                 # A connection's frames are answered in the order they came: the next is read once this
                 # command has its answer.
                 await _submit(ctx, session, game, outbox, action.command)
-            elif isinstance(action, Send):
+            elif isinstance(action, SendFrame):
                 if action.code is not None:
                     ctx.metrics.rejected(action.code)
                 outbox.put(action.data)

@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from server.protocol.codes import POLICY
-from server.protocol.session import MAX_CLOSE_REASON_BYTES, Close, Session, close_reason
+from server.protocol.session import MAX_CLOSE_REASON_BYTES, CloseConnection, Session, close_reason
 
 
 def test_a_short_reason_is_kept_whole() -> None:
@@ -40,5 +40,5 @@ def test_a_refusal_with_a_long_non_ascii_message_closes_with_a_reason_that_fits(
     session = Session()
     actions = session.refuse("forbidden", "é" * 200, POLICY)
     close = actions[-1]
-    assert isinstance(close, Close) and close.code == POLICY
+    assert isinstance(close, CloseConnection) and close.code == POLICY
     assert close.reason == "é" * 61 and len(close.reason.encode()) <= MAX_CLOSE_REASON_BYTES

@@ -14,7 +14,7 @@ from server.protocol.codes import CODES, HTTP_ONLY
 ROOT = Path(__file__).resolve().parents[2]
 PROTOCOL_MD = ROOT / "docs" / "protocol.md"
 # The functions that write a code, and which of their positional arguments it is.
-WRITERS = {"error": 1, "rejected": 1, "refuse": 0, "_refuse": 1, "Send": 1}
+WRITERS = {"error": 1, "rejected": 1, "refuse": 0, "_refuse": 1, "SendFrame": 1}
 
 
 def _written(tree: ast.AST) -> Iterator[str]:
@@ -67,7 +67,8 @@ def test_every_code_the_server_writes_is_listed() -> None:
 
 def test_the_scan_finds_each_way_of_writing_a_code() -> None:
     source = (
-        'error(400, "a_code", "m"); s.refuse("b_code", "m", 1); Send(b"", "c_code"); x = {"code": "d_code"}'
+        'error(400, "a_code", "m"); s.refuse("b_code", "m", 1); SendFrame(b"", "c_code"); '
+        'x = {"code": "d_code"}'
     )
     assert set(_written(ast.parse(source))) == {"a_code", "b_code", "c_code", "d_code"}
 

@@ -14,11 +14,11 @@ from server.protocol.codes import POLICY, TOO_SLOW
 from server.protocol.session import (
     HISTORY_CHUNK,
     Action,
-    Close,
+    CloseConnection,
     Join,
     Limits,
     ReadHistory,
-    Send,
+    SendFrame,
     Session,
     State,
     Submit,
@@ -41,7 +41,7 @@ class Clock:
 
 
 def frames(actions: Sequence[Action]) -> list[dict[str, Any]]:
-    return [json.loads(a.data) for a in actions if isinstance(a, Send)]
+    return [json.loads(a.data) for a in actions if isinstance(a, SendFrame)]
 
 
 def hello(**fields: Any) -> str:
@@ -77,7 +77,7 @@ def test_a_hello_asks_to_join_its_game() -> None:
 )
 def test_a_first_frame_that_is_no_hello_closes_with_policy(first: str | None) -> None:
     session = Session()
-    assert session.receive(first) == [Close(POLICY, "the first frame must be hello")]
+    assert session.receive(first) == [CloseConnection(POLICY, "the first frame must be hello")]
     assert session.state is State.CLOSED
     assert session.receive(hello()) == []
 
@@ -99,7 +99,7 @@ def test_an_invalid_hello_is_a_bad_request_naming_what_is_wrong_then_closes(firs
     assert frames(actions) == [
         {"type": "rejected", "id": None, "code": "bad_request", "message": message, "version": 0}
     ]
-    assert actions[-1] == Close(POLICY, message) and session.state is State.CLOSED
+    assert actions[-1] == CloseConnection(POLICY, message) and session.state is State.CLOSED
     assert session.receive(hello()) == []
 
 
@@ -110,7 +110,7 @@ def test_a_hello_with_every_field_valid_joins() -> None:
 
 def test_no_hello_in_time_closes_with_policy_and_a_late_one_is_ignored() -> None:
     session = Session()
-    assert session.hello_timed_out() == [Close(POLICY, "no hello in time")]
+    assert session.hello_timed_out() == [CloseConnection(POLICY, "no hello in time")]
     assert session.receive(hello()) == []
 
 
@@ -176,10 +176,10 @@ def test_a_refused_join_is_one_rejection_then_the_close(
         view=view,
     )
     assert encoded == []  # a refused hello costs no encoding of the view
-    assert [type(a) for a in actions] == [Send, Close]
+    assert [type(a) for a in actions] == [SendFrame, CloseConnection]
     (refusal,) = frames(actions)
     assert (refusal["type"], refusal["id"], refusal["code"]) == ("rejected", None, code)
-    assert isinstance(actions[1], Close) and actions[1].code == close
+    assert isinstance(actions[1], CloseConnection) and actions[1].code == close
     assert session.state is State.CLOSED and session.receive(PLACE) == []
 
 
@@ -270,7 +270,7 @@ def test_a_bad_frame_is_rejected_with_its_readable_id_and_nothing_submitted(
 ) -> None:
     session = joined()
     (send,) = session.receive(message)
-    assert isinstance(send, Send) and send.code == code
+    assert isinstance(send, SendFrame) and send.code == code
     (frame,) = frames([send])
     assert (frame["type"], frame["code"], frame["id"], frame["version"]) == ("rejected", code, id, 7)
 
@@ -287,12 +287,12 @@ def test_commands_past_the_burst_are_rate_limited_until_the_bucket_refills() -> 
     clock = Clock()
     session = joined(clock=clock, rate_per_second=10, rate_burst=3)
     kinds = [type(session.receive(PLACE)[0]) for _ in range(5)]
-    assert kinds == [Submit, Submit, Submit, Send, Send]
+    assert kinds == [Submit, Submit, Submit, SendFrame, SendFrame]
     (limited,) = frames(session.receive(PLACE))
     assert (limited["code"], limited["id"]) == ("rate_limited", "c-1")
     clock.now += 0.1  # one token back
     assert isinstance(session.receive(PLACE)[0], Submit)
-    assert isinstance(session.receive(PLACE)[0], Send)
+    assert isinstance(session.receive(PLACE)[0], SendFrame)
 
 
 def test_size_is_checked_before_rate_and_rate_before_shape() -> None:

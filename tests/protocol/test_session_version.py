@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from server.engine.owner import HistoryLost
-from server.protocol.session import Send, Session, State
+from server.protocol.session import SendFrame, Session, State
 
 PLACE = '{"type":"place","id":"c-1","token":{"kind":"performance","era":"baroque"},"space":"viola"}'
 
@@ -24,7 +24,7 @@ def admitted() -> Session:
 
 def rejection(actions: list[Any]) -> dict[str, Any]:
     (send,) = actions
-    assert isinstance(send, Send)
+    assert isinstance(send, SendFrame)
     frame: dict[str, Any] = json.loads(send.data)
     assert frame["type"] == "rejected"
     return frame
