@@ -19,9 +19,9 @@ import logging
 import msgspec
 
 from domain import GameCreated, GameEnded, NextGame
-from server.engine.presence import Presence
+from server.engine.presence import PresenceTracker
 from server.protocol import envelope
-from server.protocol.frames import Presence as PresenceNow
+from server.protocol.frames import Presence
 from server.store import EventStore, Listed, StoreError
 
 log = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ class GameSummary(msgspec.Struct, frozen=True):
     players: list[str | None]
     version: int
     ended: bool
-    presence: PresenceNow | None = None
+    presence: Presence | None = None
 
 
 class _Tag(msgspec.Struct):
@@ -118,7 +118,9 @@ def summary_of(listed: Listed) -> GameSummary | None:
     return GameSummary(listed.game_id, players, listed.last.version, ended)
 
 
-async def summaries(store: EventStore, limit: int, presence: Presence | None = None) -> list[GameSummary]:
+async def summaries(
+    store: EventStore, limit: int, presence: PresenceTracker | None = None
+) -> list[GameSummary]:
     """The newest `limit` public games, newest first; with `presence`, each with its presence now (read
     in one more call). Raises: StoreUnavailable."""
     found = [summary_of(listed) for listed in await store.listed(limit)]

@@ -35,8 +35,7 @@ from typing import Protocol
 
 import msgspec
 
-from server.protocol.frames import Presence as PresenceNow
-from server.protocol.frames import PresenceFrame, SeatPresence, encode
+from server.protocol.frames import Presence, PresenceFrame, SeatPresence, encode
 from server.store import EventStore, StoreError
 
 log = logging.getLogger(__name__)
@@ -118,7 +117,7 @@ def node_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
 
 
-class Presence:
+class PresenceTracker:
     """This node's side of presence: its connections per game, the other nodes' as last read, the
     frames to send, and the task that writes and reads the store."""
 
@@ -194,12 +193,12 @@ class Presence:
         table.dirty = True
         self._changed(table)
 
-    async def of(self, games: Sequence[tuple[str, int]]) -> list[PresenceNow]:
+    async def of(self, games: Sequence[tuple[str, int]]) -> list[Presence]:
         """The presence now of each game (id, seats): from memory for a game this node follows, else
         read (all in one call). Raises: StoreUnavailable."""
         unknown = [game_id for game_id, _ in games if not self._known(game_id)]
         rows = dict(zip(unknown, await self.store.read_presence(unknown), strict=True)) if unknown else {}
-        found: list[PresenceNow] = []
+        found: list[Presence] = []
         for game_id, seats in games:
             table = self._tables.get(game_id)
             if game_id in rows:
@@ -429,8 +428,8 @@ class Presence:
         return table is not None and table.primed and bool(table.watchers)
 
 
-def _presence(seats: int, online: set[int], spectators: int) -> PresenceNow:
-    return PresenceNow([SeatPresence(seat, seat in online) for seat in range(seats)], spectators)
+def _presence(seats: int, online: set[int], spectators: int) -> Presence:
+    return Presence([SeatPresence(seat, seat in online) for seat in range(seats)], spectators)
 
 
 def _chunks(items: list[str]) -> list[list[str]]:

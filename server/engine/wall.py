@@ -61,9 +61,8 @@ from server.engine.games import Games
 from server.engine.listing import listed_creator
 from server.engine.outbox import Outbox
 from server.engine.owner import LiveGame
-from server.engine.presence import Presence
-from server.protocol.frames import Presence as PresenceNow
-from server.protocol.frames import SeatPresence
+from server.engine.presence import PresenceTracker
+from server.protocol.frames import Presence, SeatPresence
 from server.protocol.wall import WallChange, WallChangesFrame, WallFrame, WallGame, WallPageFrame
 from server.store import Listed, StoreError, UnreadableGame
 
@@ -106,12 +105,12 @@ class _Tag(msgspec.Struct):
 _decode_newest = msgspec.json.Decoder(_Newest).decode
 
 
-def nobody(seats: int) -> PresenceNow:
+def nobody(seats: int) -> Presence:
     """The presence of a table nobody is known to sit at."""
-    return PresenceNow([SeatPresence(seat, False) for seat in range(seats)], 0)
+    return Presence([SeatPresence(seat, False) for seat in range(seats)], 0)
 
 
-def summarize(game: LiveGame, presence: PresenceNow | None = None) -> WallGame:
+def summarize(game: LiveGame, presence: Presence | None = None) -> WallGame:
     """The game as the wall shows it, from its folded view, with its presence (None: nobody's known)."""
     state, view = game.folded.board.game, game.folded.board.view
     assert state.layout is not None  # a loaded game has its GameCreated
@@ -243,7 +242,7 @@ class Wall:
         self,
         games: Games,
         *,
-        presence: Presence | None = None,
+        presence: PresenceTracker | None = None,
         live_games: int = 200,
         ended_games: int = 8,
         idle_seconds: float = IDLE_SECONDS,
@@ -487,7 +486,7 @@ class Wall:
             chosen.append(candidate)
         return chosen
 
-    def _show(self, game: LiveGame, presence: PresenceNow | None, creator: str) -> None:
+    def _show(self, game: LiveGame, presence: Presence | None, creator: str) -> None:
         """Put a loaded game on the wall, watched while live, if the rules let it (see above)."""
         game_id = game.game_id
         if game_id in self._shown or game.folded.board.game.spectators != "public":
@@ -690,14 +689,14 @@ class Wall:
                 tile.summary = msgspec.structs.replace(tile.summary, presence=now)
                 self._mark(tile.summary.game_id)
 
-    async def _present(self, games: list[LiveGame]) -> dict[str, PresenceNow]:
+    async def _present(self, games: list[LiveGame]) -> dict[str, Presence]:
         """The presence of each of these games (none when it cannot be read now: nobody's shown)."""
         try:
             return await self._present_of([(g.game_id, len(g.folded.board.game.players)) for g in games])
         except StoreError:
             return {}
 
-    async def _present_of(self, games: list[tuple[str, int]]) -> dict[str, PresenceNow]:
+    async def _present_of(self, games: list[tuple[str, int]]) -> dict[str, Presence]:
         if self._presence is None or not games:
             return {}
         found = await self._presence.of(games)

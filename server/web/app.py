@@ -25,7 +25,7 @@ from server.config import Settings, redis_url_problem
 from server.connections import ConnectionLimits
 from server.engine import listing
 from server.engine.games import Games
-from server.engine.presence import Presence
+from server.engine.presence import PresenceTracker
 from server.engine.signing import Keyring, Signer
 from server.metrics import Metrics
 from server.store import EventStore, StoreError
@@ -134,7 +134,9 @@ def create_app(
             view_cache_bytes=settings.view_cache_bytes,
             signer=signer,
         )
-        presence = Presence(opened, heartbeat=settings.presence_heartbeat, expiry=settings.presence_expiry)
+        presence = PresenceTracker(
+            opened, heartbeat=settings.presence_heartbeat, expiry=settings.presence_expiry
+        )
         presence.start()
         ctx = Context(
             settings=settings, games=games, presence=presence, metrics=metrics, keys=keys or Keyring()

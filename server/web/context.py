@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from server.config import Settings
 from server.engine.games import Games
-from server.engine.presence import Presence
+from server.engine.presence import PresenceTracker
 from server.engine.signing import Keyring
 from server.engine.wall import Wall
 from server.metrics import Metrics
@@ -20,7 +20,7 @@ class Context:
     settings: Settings
     games: Games
     # Who is connected to each game, on every node (server.engine.presence).
-    presence: Presence
+    presence: PresenceTracker
     metrics: Metrics = field(default_factory=Metrics)
     # The public keys of this node's signing key and of its retired ones (GET /signing-keys).
     keys: Keyring = field(default_factory=Keyring)

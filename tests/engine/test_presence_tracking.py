@@ -1,6 +1,7 @@
-"""Presence on one node and across nodes (server.engine.presence), on the in-memory store: two `Presence`
-objects sharing one store are two nodes. Rounds are run by hand (`tick`), and the wall clock that dates
-each node's field is a test's own, so that a node's silence can be made to last 15 s at once."""
+"""Presence on one node and across nodes (server.engine.presence), on the in-memory store: two
+`PresenceTracker` objects sharing one store are two nodes. Rounds are run by hand (`tick`), and the wall
+clock that dates each node's field is a test's own, so that a node's silence can be made to last 15 s at
+once."""
 
 from __future__ import annotations
 
@@ -11,9 +12,8 @@ from typing import Any
 
 import pytest
 
-from server.engine.presence import Presence
-from server.protocol.frames import Presence as PresenceNow
-from server.protocol.frames import SeatPresence
+from server.engine.presence import PresenceTracker
+from server.protocol.frames import Presence, SeatPresence
 from server.store.memory import MemoryEventStore
 
 INTERVAL = 0.2  # the frames' pace in these tests (a second on a server)
@@ -46,8 +46,8 @@ def frame(online: list[bool], spectators: int) -> dict[str, Any]:
     return {"type": "presence", "seats": seats, "spectators": spectators}
 
 
-def node(store: MemoryEventStore, name: str, clock: Clock) -> Presence:
-    return Presence(store, node=name, interval=INTERVAL, clock=clock)
+def node(store: MemoryEventStore, name: str, clock: Clock) -> PresenceTracker:
+    return PresenceTracker(store, node=name, interval=INTERVAL, clock=clock)
 
 
 async def settle() -> None:
@@ -85,8 +85,8 @@ async def test_two_nodes_see_each_others_connections_once_each_has_written_and_r
     assert spectator.last == frame([False, True], 1)
     assert player.last == frame([False, True], 1)
     assert await second.of([("g", 2), ("other", 1)]) == [
-        PresenceNow([SeatPresence(0, False), SeatPresence(1, True)], 1),
-        PresenceNow([SeatPresence(0, False)], 0),
+        Presence([SeatPresence(0, False), SeatPresence(1, True)], 1),
+        Presence([SeatPresence(0, False)], 0),
     ]
     first.leave(joined)
     await first.tick()
@@ -115,7 +115,7 @@ async def test_a_node_that_stops_writing_stops_counting_once_its_field_is_older_
     await settle()
     assert spectator.last == frame([False], 1)
     # What any other node reads then: the living node's field is fresh (written again every heartbeat).
-    assert await node(store, "c", clock).of([("g", 1)]) == [PresenceNow([SeatPresence(0, False)], 1)]
+    assert await node(store, "c", clock).of([("g", 1)]) == [Presence([SeatPresence(0, False)], 1)]
 
 
 async def test_a_burst_of_joins_and_leaves_reaches_a_connection_as_at_most_one_frame_per_interval() -> None:
@@ -158,7 +158,7 @@ async def test_closing_a_node_removes_its_fields_and_a_game_left_by_all_is_forgo
 
 def test_an_expiry_not_longer_than_the_heartbeat_is_refused() -> None:
     with pytest.raises(ValueError, match="heartbeat < expiry"):
-        Presence(MemoryEventStore(), heartbeat=5, expiry=5)
+        PresenceTracker(MemoryEventStore(), heartbeat=5, expiry=5)
 
 
 class Counting(MemoryEventStore):
@@ -190,8 +190,8 @@ async def test_nodes_whose_clocks_disagree_date_their_fields_by_the_stores_clock
     store = MemoryEventStore(clock)
     # A node 100 s ahead of the store and one 100 s behind: by their own clocks, the one behind would
     # look silent for 200 s to the one ahead, and gone.
-    ahead = Presence(store, node="a", interval=INTERVAL, clock=lambda: clock.now + 100)
-    behind = Presence(store, node="b", interval=INTERVAL, clock=lambda: clock.now - 100)
+    ahead = PresenceTracker(store, node="a", interval=INTERVAL, clock=lambda: clock.now + 100)
+    behind = PresenceTracker(store, node="b", interval=INTERVAL, clock=lambda: clock.now - 100)
     sink = Sink()
     behind.join("g", 2, 1, Sink())
     ahead.join("g", 2, 0, sink)

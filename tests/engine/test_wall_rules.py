@@ -16,8 +16,7 @@ from server.engine import wall as wall_module
 from server.engine.games import Games
 from server.engine.listing import Listing
 from server.engine.wall import Wall
-from server.protocol.frames import Presence as PresenceNow
-from server.protocol.frames import SeatPresence
+from server.protocol.frames import Presence, SeatPresence
 from server.store.memory import MemoryEventStore
 from tests.engine.test_wall_engine import FAST, Feed, join, reconciled
 from tests.support.waiting import eventually, until
@@ -48,9 +47,9 @@ class Tables:
     def __init__(self) -> None:
         self.watched: set[str] = set()
 
-    async def of(self, games: Sequence[tuple[str, int]]) -> list[PresenceNow]:
+    async def of(self, games: Sequence[tuple[str, int]]) -> list[Presence]:
         return [
-            PresenceNow([SeatPresence(seat, seat == 0 and g in self.watched) for seat in range(n)], 0)
+            Presence([SeatPresence(seat, seat == 0 and g in self.watched) for seat in range(n)], 0)
             for g, n in games
         ]
 
