@@ -78,7 +78,7 @@ class HistoryLost(Rejected):
 # raise, the failure is its caller's alone: logged, and the round goes on (answers, fold, fan-out).
 Reply = Callable[[Outcome | Exception], None]
 # Told that the game folded new records (it reads what it needs from the game); must not block.
-Watcher = Callable[["LiveGame"], None]
+FoldWatcher = Callable[["LiveGame"], None]
 
 
 class Submission:
@@ -189,7 +189,7 @@ class LiveGame:
         self.folded = folded
         self._node = node
         self.followers: list[Follower] = []
-        self.watcher: Watcher | None = None
+        self.watcher: FoldWatcher | None = None
         self._waiting: list[Submission] = []
         self._worker: asyncio.Task[None] | None = None
         self._news: list[Record] = []  # from the tail while a round was in flight
@@ -578,7 +578,7 @@ class LiveGame:
             self.followers.remove(follower)
         self._keep_tail()
 
-    def watch(self, watcher: Watcher) -> None:
+    def watch(self, watcher: FoldWatcher) -> None:
         """Call `watcher` each time the game folds new records (its own appends and other nodes'); the
         game's tail runs while watched. One watcher at a time: a second replaces the first."""
         self.watcher = watcher

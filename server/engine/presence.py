@@ -62,7 +62,7 @@ class _Field(msgspec.Struct, frozen=True):
 _decode_field = msgspec.json.Decoder(_Field).decode
 
 
-class Watcher:
+class Attendee:
     """One connection's place in its game's presence: its seat (None: a spectator), where its frames go,
     and the last presence frame it was sent."""
 
@@ -80,7 +80,7 @@ class _Table:
         "game_id",
         "connected",
         "spectators",
-        "watchers",
+        "attendees",
         "remote_seats",
         "remote_spectators",
         "primed",
@@ -95,7 +95,7 @@ class _Table:
         self.game_id = game_id
         self.connected = [0] * seats  # this node's connections per seat
         self.spectators = 0  # this node's spectator connections
-        self.watchers: set[Watcher] = set()
+        self.attendees: set[Attendee] = set()
         self.remote_seats: frozenset[int] = frozenset()  # seats online through another node
         self.remote_spectators = 0
         self.primed = False  # the other nodes' fields have been read once
@@ -159,37 +159,37 @@ class PresenceTracker:
 
     # Connections ------------------------------------------------------------------------------------
 
-    def join(self, game_id: str, seats: int, seat: int | None, sink: Sink) -> Watcher:
+    def join(self, game_id: str, seats: int, seat: int | None, sink: Sink) -> Attendee:
         """A connection to a game with `seats` seats was admitted, as `seat` (None: a spectator): it gets
         the presence now (once the other nodes' is known), the others the change."""
         table = self._table(game_id, seats)
-        watcher = Watcher(game_id, seat, sink)
-        table.watchers.add(watcher)
+        attendee = Attendee(game_id, seat, sink)
+        table.attendees.add(attendee)
         if seat is None:
             table.spectators += 1
         else:
             table.connected[seat] += 1
         table.dirty = True
         if table.primed:
-            self._send(watcher, self._frame(table))
+            self._send(attendee, self._frame(table))
             self._changed(table)
         elif not table.queued:
             table.queued = True
             self._unprimed.append(table)
             if self._priming is None:
                 self._priming = asyncio.get_running_loop().create_task(self._prime())
-        return watcher
+        return attendee
 
-    def leave(self, watcher: Watcher) -> None:
+    def leave(self, attendee: Attendee) -> None:
         """The connection closed."""
-        table = self._tables.get(watcher.game_id)
-        if table is None or watcher not in table.watchers:
+        table = self._tables.get(attendee.game_id)
+        if table is None or attendee not in table.attendees:
             return
-        table.watchers.discard(watcher)
-        if watcher.seat is None:
+        table.attendees.discard(attendee)
+        if attendee.seat is None:
             table.spectators -= 1
         else:
-            table.connected[watcher.seat] -= 1
+            table.connected[attendee.seat] -= 1
         table.dirty = True
         self._changed(table)
 
@@ -271,7 +271,7 @@ class PresenceTracker:
         await self._write(beat)
         await self._poll()
         for game_id, table in list(self._tables.items()):
-            if not table.watchers and not table.stored and not table.dirty and not table.queued:
+            if not table.attendees and not table.stored and not table.dirty and not table.queued:
                 if table.timer is not None:
                     table.timer.cancel()
                 del self._tables[game_id]
@@ -315,7 +315,7 @@ class PresenceTracker:
             table.stored = values[table.game_id] is not None
 
     async def _poll(self) -> None:
-        followed = [game_id for game_id, table in self._tables.items() if table.watchers]
+        followed = [game_id for game_id, table in self._tables.items() if table.attendees]
         for chunk in _chunks(followed):
             rows = await self.store.read_presence(chunk)
             now = self._now()
@@ -344,9 +344,9 @@ class PresenceTracker:
                 for table in tables:
                     table.primed, table.queued = True, False
                     frame = self._frame(table)
-                    for watcher in table.watchers:
-                        if watcher.sent is None:
-                            self._send(watcher, frame)
+                    for attendee in table.attendees:
+                        if attendee.sent is None:
+                            self._send(attendee, frame)
                     self._changed(table)
         finally:
             self._priming = None
@@ -406,16 +406,16 @@ class PresenceTracker:
     def _broadcast(self, table: _Table) -> None:
         frame = self._frame(table)
         sent = False
-        for watcher in table.watchers:
-            if watcher.sent is not None and watcher.sent != frame:
-                self._send(watcher, frame)
+        for attendee in table.attendees:
+            if attendee.sent is not None and attendee.sent != frame:
+                self._send(attendee, frame)
                 sent = True
         if sent:
             table.last_sent = asyncio.get_running_loop().time()
 
-    def _send(self, watcher: Watcher, frame: bytes) -> None:
-        watcher.sent = frame
-        watcher.sink.put(frame)
+    def _send(self, attendee: Attendee, frame: bytes) -> None:
+        attendee.sent = frame
+        attendee.sink.put(frame)
 
     def _table(self, game_id: str, seats: int) -> _Table:
         table = self._tables.get(game_id)
@@ -425,7 +425,7 @@ class PresenceTracker:
 
     def _known(self, game_id: str) -> bool:
         table = self._tables.get(game_id)
-        return table is not None and table.primed and bool(table.watchers)
+        return table is not None and table.primed and bool(table.attendees)
 
 
 def _presence(seats: int, online: set[int], spectators: int) -> Presence:

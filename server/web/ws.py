@@ -107,7 +107,7 @@ async def game_socket(websocket: WebSocket) -> None:
     game.follow(follower)
     # Its presence frame waits in the outbox behind the welcome and any history.
     seats = len(game.folded.board.game.players)
-    presence = ctx.presence.join(game_id, seats, session.seat, outbox)
+    attendee = ctx.presence.join(game_id, seats, session.seat, outbox)
     ctx.metrics.connections.labels(session.role).inc()
     try:
         await _carry_out(websocket, ctx, session, actions, game_id)
@@ -119,7 +119,7 @@ async def game_socket(websocket: WebSocket) -> None:
         log.debug("session ended: %s", exc, extra={"game_id": game_id})
     finally:
         ctx.metrics.connections.labels(session.role).dec()
-        ctx.presence.leave(presence)
+        ctx.presence.leave(attendee)
         game.unfollow(follower)
         await outbox.stop()
 
