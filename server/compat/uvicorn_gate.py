@@ -208,11 +208,11 @@ class GatedHttpProtocol(asyncio.Protocol):
         # whether the parser went past the requests a connection may have at once (see `head_complete`).
         self._body_left = 0
         self.overflowed = False
-        # Received bytes held (from `_held_at` on) while a request is answered, reading paused meanwhile;
+        # Received bytes held (from `_backlog_at` on) while a request is answered, reading paused meanwhile;
         # the last bytes passed on (a head's end may straddle two reads); whether the HTTP protocol asked
         # for reading paused, and whether it is.
-        self._held: bytes | None = None
-        self._held_at = 0
+        self._backlog: bytes | None = None
+        self._backlog_at = 0
         self._passed_tail = b""
         self._inner_paused = False
         self._read_paused = False
@@ -251,10 +251,10 @@ class GatedHttpProtocol(asyncio.Protocol):
         self.close()
 
     def data_received(self, data: bytes) -> None:
-        held = self._held
-        if held is not None:
+        backlog = self._backlog
+        if backlog is not None:
             # Reading is paused while a request is answered; a read that was under way waits as well.
-            self._held, self._held_at = held[self._held_at :] + data, 0
+            self._backlog, self._backlog_at = backlog[self._backlog_at :] + data, 0
             return
         self._feed(data, 0)
 
@@ -271,7 +271,7 @@ class GatedHttpProtocol(asyncio.Protocol):
             if self._handed or self.address is None or self.transport.is_closing():
                 return  # after an upgrade, uvicorn's own protocol never read past the upgrade either
             if at < end and self._awaiting and self._unanswered:
-                self._held, self._held_at = data, at
+                self._backlog, self._backlog_at = data, at
                 self._apply_reading()
                 return
 
@@ -293,12 +293,12 @@ class GatedHttpProtocol(asyncio.Protocol):
 
     def _release(self) -> None:
         """The response is complete: what was held is passed on, and reading resumed once all of it is."""
-        held = self._held
-        if held is None or self._unanswered or self.address is None or self.transport.is_closing():
+        backlog = self._backlog
+        if backlog is None or self._unanswered or self.address is None or self.transport.is_closing():
             return
-        self._held = None
-        self._feed(held, self._held_at)
-        if self._held is None:
+        self._backlog = None
+        self._feed(backlog, self._backlog_at)
+        if self._backlog is None:
             self._apply_reading()
 
     def pause_inner(self, paused: bool) -> None:
@@ -308,7 +308,7 @@ class GatedHttpProtocol(asyncio.Protocol):
         self._apply_reading()
 
     def _apply_reading(self) -> None:
-        paused = self._inner_paused or self._held is not None
+        paused = self._inner_paused or self._backlog is not None
         if paused is self._read_paused or self.transport.is_closing():
             return
         self._read_paused = paused
@@ -362,7 +362,7 @@ class GatedHttpProtocol(asyncio.Protocol):
         self.address = None
         self._disarm()
         self._unwatch_sending()
-        self._held = None
+        self._backlog = None
         self.limits.release(address)
         if self._early is not None:
             self._built[1].connections.discard(self)
@@ -412,7 +412,7 @@ class GatedHttpProtocol(asyncio.Protocol):
         self._answered = True
         if not self._unanswered and self._awaiting and self._timer is None:
             self._arm()
-        if not self._unanswered and self._held is not None:
+        if not self._unanswered and self._backlog is not None:
             # Not from within uvicorn's response: the next request starts on its own turn of the loop.
             self._loop.call_soon(self._release)
 

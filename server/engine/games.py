@@ -160,7 +160,7 @@ class Games:
         if listing is not None and self.on_listed is not None:
             self.on_listed(game_id, hashed)
 
-    def held(self, game_id: str) -> LiveGame | None:
+    def loaded(self, game_id: str) -> LiveGame | None:
         """The game if this node holds it (now its most recently used), without a read; else None."""
         game = self._games.get(game_id)
         if game is not None:
@@ -174,7 +174,7 @@ class Games:
         the answer is as current as the store. Raises: StoreUnavailable, UnreadableGame.
         """
         try:
-            game = self.held(game_id)
+            game = self.loaded(game_id)
             if game is not None and game.damage is not None:
                 self._forget(game_id)  # read it again: an operator may have restored it
                 game = None

@@ -142,7 +142,7 @@ def difference(old: WallGame, new: WallGame) -> WallChange | None:
         fields["version"] = new.version
     if new.ended != old.ended:
         fields["ended"] = new.ended
-    chairs = {space: held for space, held in new.chairs.items() if old.chairs.get(space) != held}
+    chairs = {space: holders for space, holders in new.chairs.items() if old.chairs.get(space) != holders}
     if chairs:
         fields["chairs"] = chairs
     if new.prestige != old.prestige:

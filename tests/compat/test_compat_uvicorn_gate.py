@@ -466,8 +466,10 @@ async def test_pipelined_requests_wait_unread_in_the_socket_while_one_is_answere
         inner = gate.inner
         assert isinstance(inner, HttpToolsProtocol) and not inner.pipeline
         assert not gate.transport.is_reading()
-        held = gate._held
-        assert held is not None and len(held) - gate._held_at <= len(sent) - len(started) * len(get("/big"))
+        backlog = gate._backlog
+        assert backlog is not None and len(backlog) - gate._backlog_at <= len(sent) - len(started) * len(
+            get("/big")
+        )
         sock.close()
         await settled(lambda: counts.open == 0)
     assert not any(counts.refused.values())

@@ -137,9 +137,9 @@ async def test_games_beyond_the_cache_cap_are_evicted_and_reload_on_use(store: E
         await service.get(game_id)
     assert (
         len(service) == 3
-        and [service.held(game_id) is not None for game_id in ids] == [False] * 2 + [True] * 3
+        and [service.loaded(game_id) is not None for game_id in ids] == [False] * 2 + [True] * 3
     )
     outcome = await service.handle(
         ids[0], Place(seat=0, id="x", token=PerformanceToken("baroque"), space="lute")
     )
-    assert outcome.version == 2 and service.held(ids[0]) is not None
+    assert outcome.version == 2 and service.loaded(ids[0]) is not None

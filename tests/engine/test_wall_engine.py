@@ -201,7 +201,7 @@ async def test_a_wall_nobody_watches_stops_and_leaves_every_game_unwatched(games
     game_id = (await games.create(["Ada", "Ben"])).game_id
     wall = Wall(games, **FAST)
     feed, _ = await join(wall)
-    game = games.held(game_id)
+    game = games.loaded(game_id)
     assert game is not None and game.watcher is not None and game.tail_alive and games.on_listed is not None
     wall.leave(feed.outbox)
     assert wall.running  # it lingers a moment: a page reloading finds it warm
