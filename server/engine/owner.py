@@ -32,8 +32,9 @@ from datetime import UTC, datetime
 
 import msgspec
 
-from domain import Event, Rejected, UnknownGame, decide, evolve
+from domain import Event, Game, Rejected, UnknownGame, decide, evolve
 from domain.messages import CloseSeat, EndGame, Place, PlayAgain, ReissueToken, TakeBack, TakeSeat
+from projections import View
 from server import auth
 from server.engine.envelope import seal
 from server.engine.folded import Diverged, FoldedGame, GapError
@@ -209,6 +210,46 @@ class LiveGame:
         return self.folded.version
 
     @property
+    def state(self) -> Game:
+        """The game's domain state as of the last version folded in."""
+        return self.folded.board.game
+
+    @property
+    def view(self) -> View:
+        """The game's view (hidden information stripped), of the same version as its state."""
+        return self.folded.board.view
+
+    @property
+    def view_json(self) -> bytes:
+        """The view, encoded (once per batch folded)."""
+        return self.folded.view_json
+
+    @property
+    def players(self) -> tuple[str | None, ...]:
+        """The players' names by seat (None: an open seat)."""
+        return self.folded.board.game.players
+
+    @property
+    def spectators(self) -> str:
+        """Who may watch: "public" (anyone) or "token" (those with its watch token)."""
+        return self.folded.board.game.spectators
+
+    @property
+    def ended(self) -> bool:
+        """Whether the game has ended."""
+        return self.folded.board.game.ended
+
+    @property
+    def next_game(self) -> str | None:
+        """The game that follows this ended one, once a player asked for it."""
+        return self.folded.board.game.next_game
+
+    @property
+    def last_at(self) -> str:
+        """When the last envelope folded in was written (ISO 8601, UTC; "" before any)."""
+        return self.folded.last_at
+
+    @property
     def busy(self) -> bool:
         """Whether commands are waiting or in flight, or anyone follows or watches the game (never evicted
         then)."""
@@ -298,7 +339,7 @@ class LiveGame:
             plan.submission.answer(Outcome(plan.items[-1].version, plan.data))
         ended = False
         if accepted:  # 2. fold, 3. fan out
-            ended = not self.folded.board.game.ended
+            ended = not self.ended
             records = [
                 Record(item.version, data)
                 for p in accepted
@@ -307,7 +348,7 @@ class LiveGame:
             self._publish(
                 self.folded.fold(records, [item for p in accepted for item in p.items], accepted[-1].head)
             )
-            ended = ended and self.folded.board.game.ended
+            ended = ended and self.ended
 
         # 4. what needs another read, after the round's frame is out.
         if ended:
@@ -417,7 +458,7 @@ class LiveGame:
             self._credentials = asyncio.ensure_future(self._node.store.credentials(self.game_id))
             self._credentials.add_done_callback(self._credentials_read)
         stored = await asyncio.shield(self._credentials)
-        reissued = self.folded.board.game.reissued
+        reissued = self.state.reissued
         if not reissued:
             return stored
         return {**stored, **{auth.seat_key(seat): credential for seat, credential in reissued.items()}}
@@ -568,7 +609,7 @@ class LiveGame:
         one has it); the game's tail runs while followed."""
         self.followers.append(follower)
         self._keep_tail()
-        next_id = self.folded.board.game.next_game
+        next_id = self.next_game
         if next_id is not None:
             follower.outbox.put(encode(NextGameFrame(next_id, follower.token)))
 
@@ -633,7 +674,7 @@ class LiveGame:
         self._seats_changed()
 
     def _seats_now(self) -> tuple[object, tuple[int, ...], str | None]:
-        game = self.folded.board.game
+        game = self.state
         return game.reissued, game.closed, game.next_game
 
     def _seats_changed(self) -> None:
@@ -646,7 +687,7 @@ class LiveGame:
             return
         _, closed_before, next_before = self._seats_seen
         self._seats_seen = now
-        game = self.folded.board.game
+        game = self.state
         shut: list[tuple[Follower, int, str]] = []
         for follower in self.followers:
             seat = follower.seat

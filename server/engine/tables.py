@@ -61,10 +61,10 @@ async def join(games: Games, game_id: str, name: str) -> tuple[int, str]:
     Raises: Forbidden (not an open table), NoOpenSeat, Rejected (a name the rules refuse), StoreError.
     """
     game = await live(games, game_id)
-    if not game.folded.board.game.open_table:
+    if not game.state.open_table:
         raise Forbidden("this game is not an open table: its seats are taken from their own links")
     for _ in range(JOIN_ATTEMPTS):
-        seats = game.folded.board.game.open_seats()
+        seats = game.state.open_seats()
         if not seats:
             break
         token = auth.new_token()
@@ -101,7 +101,7 @@ async def play_again(
     Raises: GameNotOver, UnknownGame, Rejected, TooManyGames, StoreFull, StoreError.
     """
     game = await live(games, game_id)
-    state = game.folded.board.game
+    state = game.state
     if not state.ended:
         raise GameNotOver("the game has not ended: play again once it has")
     if state.next_game is not None:
@@ -118,7 +118,7 @@ async def play_again(
     except BaseException:
         await _forget(games, next_id)
         raise
-    named = game.folded.board.game.next_game
+    named = game.next_game
     if named != next_id:  # the command id was accepted before, naming another game
         await _forget(games, next_id)
         return named or next_id, outcome, False

@@ -112,7 +112,7 @@ def nobody(seats: int) -> Presence:
 
 def summarize(game: LiveGame, presence: Presence | None = None) -> WallGame:
     """The game as the wall shows it, from its folded view, with its presence (None: nobody's known)."""
-    state, view = game.folded.board.game, game.folded.board.view
+    state, view = game.state, game.view
     assert state.layout is not None  # a loaded game has its GameCreated
     chairs: dict[str, list[int]] = {}
     for space_id, space in view.spaces.items():
@@ -219,7 +219,7 @@ class _Tile:
         """Its summary and activity again from its game, keeping its presence (an ended game's stay)."""
         if self.game is not None:
             self.summary = summarize(self.game, self.summary.presence)
-            self.active = seconds(self.game.folded.last_at) or self.active
+            self.active = seconds(self.game.last_at) or self.active
 
     def rank(self) -> tuple[bool, bool, float, int]:
         """Its rank in the pages: live before ended, watched before not, then the most recently active."""
@@ -489,11 +489,11 @@ class Wall:
     def _show(self, game: LiveGame, presence: Presence | None, creator: str) -> None:
         """Put a loaded game on the wall, watched while live, if the rules let it (see above)."""
         game_id = game.game_id
-        if game_id in self._shown or game.folded.board.game.spectators != "public":
+        if game_id in self._shown or game.spectators != "public":
             return
         summary = summarize(game, presence)
         now = self._clock()
-        active = seconds(game.folded.last_at) or now
+        active = seconds(game.last_at) or now
         if summary.ended:
             self._shown[game_id] = _Tile(None, summary, next(self._orders), active, creator)
             self._ended.append(game_id)
@@ -692,7 +692,7 @@ class Wall:
     async def _present(self, games: list[LiveGame]) -> dict[str, Presence]:
         """The presence of each of these games (none when it cannot be read now: nobody's shown)."""
         try:
-            return await self._present_of([(g.game_id, len(g.folded.board.game.players)) for g in games])
+            return await self._present_of([(g.game_id, len(g.players)) for g in games])
         except StoreError:
             return {}
 

@@ -179,8 +179,8 @@ async def get_game(request: Request) -> Response:
         assert game is not None
         at = request.query_params.get("at")
         if at is None:
-            view = game.folded.view_json
-            state = game.folded.board.game
+            view = game.view_json
+            state = game.state
             [presence] = await ctx.presence.of([(game_id, len(state.players))])
             document = _beside(view, b"presence", _encode(presence))
             if state.next_game is not None:  # the ended game's next game (issue 40: play again)
@@ -263,7 +263,7 @@ async def may_read(request: Request, ctx: Context, game_id: str, game: LiveGame 
     """None when the request may read the game; else the error to answer."""
     if game is None:
         return error(404, "unknown_game", f"no game {game_id!r}")
-    state = game.folded.board.game
+    state = game.state
     if state.spectators == "public":
         return None
     token = bearer(request)

@@ -145,8 +145,8 @@ async def legal(request: Request) -> Response:
         return store_error(exc)
     if refusal is not None:
         return refusal
-    assert game is not None and game.folded.board.game.layout is not None
-    layout = game.folded.board.game.layout
+    assert game is not None and game.state.layout is not None
+    layout = game.state.layout
     spaces = list(legal_spaces(layout, token))
     materials: dict[str, int] = {}
     for space_id in spaces:

@@ -74,7 +74,7 @@ async def open_tables(request: Request) -> Response:
             game = await ctx.games.get(listed.game_id, refresh=True)
             if game is None:
                 continue
-            state = game.folded.board.game
+            state = game.state
             seats = state.open_seats()
             if seats and not state.ended:
                 found.append(OpenTable(listed.game_id, list(state.players), list(seats), state.version))

@@ -62,7 +62,7 @@ async def game_socket(websocket: WebSocket) -> None:
     game_id: str = websocket.path_params["game_id"]
     try:
         game = await ctx.games.get(game_id, refresh=True)
-        public = game is not None and game.folded.board.game.spectators == "public"
+        public = game is not None and game.spectators == "public"
         token = actions_token = actions[0].hello.token
         credentials = await game.credentials() if game is not None and token else {}
     except UnreadableGame as exc:
@@ -88,7 +88,7 @@ async def game_socket(websocket: WebSocket) -> None:
         credentials=credentials,
         full=full,
         version=game.version,
-        view=lambda: game.folded.view_json,
+        view=lambda: game.view_json,
     )
     if session.state is not State.OPEN:
         await _carry_out(websocket, ctx, session, actions)
@@ -106,7 +106,7 @@ async def game_socket(websocket: WebSocket) -> None:
     follower = Follower(outbox, session.view, session.seat, actions_token)
     game.follow(follower)
     # Its presence frame waits in the outbox behind the welcome and any history.
-    seats = len(game.folded.board.game.players)
+    seats = len(game.players)
     attendee = ctx.presence.join(game_id, seats, session.seat, outbox)
     ctx.metrics.connections.labels(session.role).inc()
     try:

@@ -76,8 +76,8 @@ async def test_two_nodes_racing_2000_placements_lose_and_duplicate_nothing(store
     for node in (node_a, node_b):
         live = await node.get(game_id, refresh=True)
         assert live is not None
-        assert live.folded.board.view == rebuilt.view
-        assert live.folded.board.game == rebuilt.game
+        assert live.view == rebuilt.view
+        assert live.state == rebuilt.game
 
 
 async def test_a_repeated_id_returns_the_first_outcome_even_after_the_game_ended(store: EventStore) -> None:

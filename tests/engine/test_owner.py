@@ -262,7 +262,7 @@ async def test_each_follower_gets_the_frame_of_its_view_mode(view: str) -> None:
     keys = {"delta": {"view_delta"}, "full": {"view"}, "none": set()}[view]
     assert set(frame) == {"type", "envelopes", *keys}
     if view == "full":
-        assert frame["view"] == msgspec.json.decode(game.folded.view_json)
+        assert frame["view"] == msgspec.json.decode(game.view_json)
     await games.close()
 
 
@@ -368,7 +368,7 @@ async def test_a_round_whose_first_append_loses_a_race_writes_none_of_its_later_
     assert report.ok, report.problem
     for node in (here, there):
         live = await node.get(game.game_id, refresh=True)
-        assert live is not None and live.folded.board.view == report.view
+        assert live is not None and live.view == report.view
     await here.close()
     await there.close()
 

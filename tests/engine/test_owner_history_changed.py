@@ -77,7 +77,7 @@ async def checked(store: Forgetful, here: Games, there: Games, game: LiveGame) -
     lines = [record.data for record in await store.read(game.game_id)]
     report = verify(lines, keys=Keyring([here.node.signer.public, there.node.signer.public]))
     assert report.ok, report.problem
-    assert game.folded.board.view == report.view
+    assert game.view == report.view
     assert game.folded.head == envelope.chain_hash(lines[-1])
     return report
 

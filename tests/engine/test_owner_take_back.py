@@ -77,7 +77,7 @@ async def test_every_view_mode_follows_a_take_back_and_equals_the_view_refolded_
     outboxes = {mode: Collecting() for mode in ("delta", "full", "none")}
     for mode, outbox in outboxes.items():
         game.follow(Follower(outbox, mode))  # type: ignore[arg-type]
-    held = msgspec.json.decode(game.folded.view_json)
+    held = msgspec.json.decode(game.view_json)
     commands: list[Place | TakeBack] = [
         place(0, "a1"),
         place(1, "b1", STRINGS),
@@ -97,7 +97,7 @@ async def test_every_view_mode_follows_a_take_back_and_equals_the_view_refolded_
         held = apply_delta(held, delta["view_delta"])
         assert held == expected, command
         assert outboxes["full"].frames[-1]["view"] == expected
-        assert msgspec.json.decode(game.folded.view_json) == expected
+        assert msgspec.json.decode(game.view_json) == expected
         assert "view" not in outboxes["none"].frames[-1] and "view_delta" not in outboxes["none"].frames[-1]
         if isinstance(command, TakeBack):
             event = delta["envelopes"][-1]["event"]
@@ -126,7 +126,7 @@ async def test_a_placement_and_its_take_back_in_one_round_make_one_frame_that_ch
     await asyncio.wait_for(submit(game, place(0, "a1")), 1)
     outbox = Collecting()
     game.follow(Follower(outbox, "delta"))  # type: ignore[arg-type]
-    before = msgspec.json.decode(game.folded.view_json)
+    before = msgspec.json.decode(game.view_json)
     placed, taken = submit(game, place(1, "b1", STRINGS)), submit(game, TakeBack(seat=1, id="b2"))
     assert (await placed).version == 3 and (await taken).version == 4
     (frame,) = outbox.frames
@@ -172,7 +172,7 @@ async def test_another_node_loads_the_game_and_takes_back_its_last_placement_and
     game = await live(first)
     outbox = Collecting()
     game.follow(Follower(outbox, "delta"))  # type: ignore[arg-type]
-    held = msgspec.json.decode(game.folded.view_json)
+    held = msgspec.json.decode(game.view_json)
     # More placements than are applied one by one: the second node folds them in one pass.
     for number in range(12):
         await first.handle(
@@ -189,8 +189,8 @@ async def test_another_node_loads_the_game_and_takes_back_its_last_placement_and
         held = apply_delta(held, frame["view_delta"])
     expected = {**view_json(await first.view_at(game.game_id, 13)), "version": 15}
     assert held == expected
-    assert msgspec.json.decode(game.folded.view_json) == expected
-    assert msgspec.json.decode(other.folded.view_json) == expected
+    assert msgspec.json.decode(game.view_json) == expected
+    assert msgspec.json.decode(other.view_json) == expected
     await first.close()
     await second.close()
 
@@ -204,9 +204,9 @@ async def test_verify_decides_each_take_back_again() -> None:
     await games.handle(game.game_id, TakeBack(seat=2, id="c2"))
     lines = [record.data for record in await store.read(game.game_id)]
     keys = Keyring.of(games.node.signer)
-    report = verify(lines, game.folded.board.view, keys=keys)
+    report = verify(lines, game.view, keys=keys)
     assert report.ok, report.problem
-    assert report.view == game.folded.board.view
+    assert report.view == game.view
 
     def resigned(version: int, event: dict[str, Any], seat: int) -> list[bytes]:
         """The history with one envelope's event rewritten, all signed again with the server's own key."""
@@ -267,7 +267,7 @@ async def test_a_take_back_frame_after_placement_1000_is_no_larger_than_one_afte
             await games.handle(game.game_id, TakeBack(seat=command.seat, id=f"t{number:04}"))
             taken.append((len(frames) - 1, f"{kind['type']}:{kind.get('reason', kind['space'])}"))
             await games.handle(game.game_id, msgspec.structs.replace(command, id=f"r{number:04}"))
-    assert game.folded.board.view.scores[0].chairs.count("rare_winds") == 550
+    assert game.view.scores[0].chairs.count("rare_winds") == 550
 
     def sizes(start: int) -> dict[str, tuple[int, int]]:
         """The first take-back frame of each kind from frame `start` on: its size, and its size with every

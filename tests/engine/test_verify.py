@@ -109,9 +109,9 @@ async def test_an_untouched_history_verifies_and_refolds_to_the_live_view(seed: 
     store, game_id, lines, keys = await _played_game(seed)
     game = await Games(store).get(game_id)
     assert game is not None
-    report = verify(lines, game.folded.board.view, keys=keys, game_id=game_id, complete=True)
+    report = verify(lines, game.view, keys=keys, game_id=game_id, complete=True)
     assert report.ok, report.problem
-    assert report.envelopes == len(lines) and report.view == game.folded.board.view
+    assert report.envelopes == len(lines) and report.view == game.view
     assert report.ended and report.unsigned == 0
 
 
@@ -285,7 +285,7 @@ async def test_a_live_view_that_differs_from_the_refold_is_reported() -> None:
     other_store, other_id, _, _ = await _played_game(seed=9)
     other = await Games(other_store).get(other_id)
     assert other is not None
-    report = verify(lines, other.folded.board.view, keys=keys)
+    report = verify(lines, other.view, keys=keys)
     assert not report.ok and "live view differs" in (report.problem or "")
 
 
