@@ -16,14 +16,14 @@ from server.protocol.envelope import Envelope, chain_hash, encode
 def seal(
     game_id: str,
     version: int,
-    head: str,
+    chain_head: str,
     at: str,
     command_id: str,
     seat: int | None,
     events: Sequence[Event],
     signer: Signer,
 ) -> tuple[list[Envelope], list[bytes], str]:
-    """The envelopes of `events` as versions version+1.., chained from `head` and each signed by
+    """The envelopes of `events` as versions version+1.., chained from `chain_head` and each signed by
     `signer`: as values (without their signatures), encoded, and the chain head after the last."""
     items: list[Envelope] = []
     data: list[bytes] = []
@@ -36,11 +36,11 @@ def seal(
             command_id=command_id,
             seat=seat,
             event=event,
-            prev=head,
+            prev=chain_head,
             key=kid,
         )
         encoded = sign(ENVELOPE, encode(item))
-        head = chain_hash(encoded)
+        chain_head = chain_hash(encoded)
         items.append(item)
         data.append(encoded)
-    return items, data, head
+    return items, data, chain_head

@@ -55,7 +55,7 @@ class FoldedGame:
         "game_id",
         "board",
         "before",
-        "head",
+        "chain_head",
         "line",
         "last_at",
         "_spaces_json",
@@ -68,7 +68,7 @@ class FoldedGame:
         self._budget = cache_bytes
         self.board = Board()
         self.before: View = self.board.view  # the view before the last batch folded in
-        self.head = GENESIS
+        self.chain_head = GENESIS
         self.line: bytes | None = None  # the stored bytes of the last record folded in
         self.last_at = ""
         # Each space's encoded view, kept with the view object it encodes: an event touches one space, so
@@ -125,12 +125,12 @@ class FoldedGame:
         self,
         records: Sequence[Record],
         decoded: Sequence[Envelope] | None = None,
-        head: str | None = None,
+        chain_head: str | None = None,
     ) -> Sequence[Record]:
         """Fold in the records not seen yet (older ones are skipped); the records folded.
 
-        `decoded` and `head` (the chain hash of the last record), when the caller has them already, spare
-        decoding and hashing again.
+        `decoded` and `chain_head` (the chain hash of the last record), when the caller has them already,
+        spare decoding and hashing again.
 
         Raises: GapError if a record skips a version; Diverged if the record at this game's version is
         not the one folded, or the first new one does not chain to it; UnreadableGame for an envelope
@@ -154,7 +154,7 @@ class FoldedGame:
         envelopes = decode_all(self.game_id, fresh) if decoded is None else decoded[skip:]
         # Checked only on top of something folded: a whole game read at once is the stream as it is, and
         # a chain broken inside it is for `orchestra verify` to report, not a reason to read it again.
-        if version and envelopes[0].prev != self.head:
+        if version and envelopes[0].prev != self.chain_head:
             raise Diverged(f"{self.game_id}: version {version + 1} does not follow version {version}")
         events: list[Event] = [env.event for env in envelopes]
         self.before = self.board.view
@@ -166,7 +166,7 @@ class FoldedGame:
                 board = apply(board, event)
         self.board, self.last_at = board, envelopes[-1].at
         self.line = fresh[-1].data
-        self.head = envelope.chain_hash(self.line) if head is None else head
+        self.chain_head = envelope.chain_hash(self.line) if chain_head is None else chain_head
         return fresh
 
 

@@ -137,7 +137,7 @@ class _Plan:
     """A decided command: the version it expects and the line there, its envelopes, and the chain head
     after them."""
 
-    __slots__ = ("submission", "expected", "after", "items", "data", "head")
+    __slots__ = ("submission", "expected", "after", "items", "data", "chain_head")
 
     def __init__(
         self,
@@ -146,10 +146,10 @@ class _Plan:
         after: bytes | None,
         items: list[Envelope],
         data: list[bytes],
-        head: str,
+        chain_head: str,
     ) -> None:
         self.submission, self.expected, self.after = submission, expected, after
-        self.items, self.data, self.head = items, data, head
+        self.items, self.data, self.chain_head = items, data, chain_head
 
 
 class Node:
@@ -346,7 +346,9 @@ class LiveGame:
                 for item, data in zip(p.items, p.data, strict=True)
             ]
             self._publish(
-                self.folded.fold(records, [item for p in accepted for item in p.items], accepted[-1].head)
+                self.folded.fold(
+                    records, [item for p in accepted for item in p.items], accepted[-1].chain_head
+                )
             )
             ended = ended and self.ended
 
@@ -374,7 +376,7 @@ class LiveGame:
     def _decide(self, batch: list[Submission]) -> tuple[list[_Plan], list[tuple[Submission, Rejected]]]:
         """Decide each command on the state the ones before it leave."""
         folded = self.folded
-        state, version, head, line = folded.board.game, folded.version, folded.head, folded.line
+        state, version, chain_head, line = folded.board.game, folded.version, folded.chain_head, folded.line
         at, signer = self._node.clock(), self._node.signer
         plans: list[_Plan] = []
         refused: list[tuple[Submission, Rejected]] = []
@@ -391,10 +393,10 @@ class LiveGame:
             except Rejected as exc:
                 refused.append((submission, exc))
                 continue
-            items, data, head = seal(
-                self.game_id, version, head, at, command.id, command.seat, events, signer
+            items, data, chain_head = seal(
+                self.game_id, version, chain_head, at, command.id, command.seat, events, signer
             )
-            plans.append(_Plan(submission, version, line, items, data, head))
+            plans.append(_Plan(submission, version, line, items, data, chain_head))
             version, line = version + len(events), data[-1]
             accepted = events
         return plans, refused

@@ -68,13 +68,13 @@ def trailer_line(
     last = records[-1]
     # An ended game's last event is its end, or the next game that follows it.
     ended = isinstance(envelope.decode(last.data).event, GameEnded | NextGame)
-    head = envelope.chain_hash(last.data)
+    chain_head = envelope.chain_hash(last.data)
     unsigned: Trailer | ArchiveTrailer
     if credentials is None:
-        unsigned = Trailer(game_id, last.version, head, ended, at, key=signer.key_id)
+        unsigned = Trailer(game_id, last.version, chain_head, ended, at, key=signer.key_id)
     else:
         unsigned = ArchiveTrailer(
-            game_id, last.version, head, ended, at, dict(sorted(credentials.items())), key=signer.key_id
+            game_id, last.version, chain_head, ended, at, dict(sorted(credentials.items())), key=signer.key_id
         )
     return signer.sign(TRAILER, _encode(unsigned))
 

@@ -72,7 +72,7 @@ class Restored(msgspec.Struct, frozen=True):
     credentials: bool = False
 
 
-class _Head(msgspec.Struct, frozen=True):
+class _CommandFields(msgspec.Struct, frozen=True):
     """Of an envelope, what the command records need (its event is skipped unread)."""
 
     version: int
@@ -80,7 +80,7 @@ class _Head(msgspec.Struct, frozen=True):
     seat: int | None = None
 
 
-_decode_head = msgspec.json.Decoder(_Head).decode
+_decode_command_fields = msgspec.json.Decoder(_CommandFields).decode
 
 
 class _Dated(msgspec.Struct, frozen=True):
@@ -98,16 +98,16 @@ def commands_of(lines: Sequence[bytes]) -> dict[str, tuple[int, int]]:
     commands: dict[str, tuple[int, int]] = {}
     key: str | None = None
     for line in lines[1:]:
-        head = _decode_head(line)
-        if head.command_id is None:
+        fields = _decode_command_fields(line)
+        if fields.command_id is None:
             key = None
             continue
-        this = f"{head.seat}:{head.command_id}"
+        this = f"{fields.seat}:{fields.command_id}"
         if this == key:
             first, _ = commands[this]
-            commands[this] = (first, head.version)
+            commands[this] = (first, fields.version)
         elif this not in commands:  # a key accepted once: its first outcome is the one recorded
-            commands[this] = (head.version, head.version)
+            commands[this] = (fields.version, fields.version)
             key = this
         else:
             key = None

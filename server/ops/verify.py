@@ -90,7 +90,7 @@ def verify(
     trailer_line = lines[-1] if lines and lines[-1].startswith(TRAILER_START) else None
     lines = _without_trailer(lines)
     board = Board()
-    head = envelope.GENESIS
+    chain_head = envelope.GENESIS
     signed = unsigned = 0
     order = KeyOrder(keys)
     for index, line in enumerate(lines):
@@ -106,19 +106,19 @@ def verify(
             if problem is not None:
                 return _bad(version, problem, index)
         game_id = game_id or item.game_id
-        problem = _envelope_problem(item, version, head, game_id)
+        problem = _envelope_problem(item, version, chain_head, game_id)
         if problem is None:
             problem = _rule_problem(board, item.event, item.command_id or "", item.seat)
         if problem is not None:
             return _bad(version, problem, index)
         board = apply(board, item.event)
-        head = envelope.chain_hash(line)
+        chain_head = envelope.chain_hash(line)
     if not lines:
         return Report(ok=False, envelopes=0, bad_version=1, problem="no envelopes: no such game")
     count = len(lines)
     ended = board.game.ended
     if trailer_line is not None:
-        problem = _trailer_problem(trailer_line, keys, order, game_id or "", count, head, ended)
+        problem = _trailer_problem(trailer_line, keys, order, game_id or "", count, chain_head, ended)
         if problem is not None:
             return Report(ok=False, envelopes=count, bad_version=count + 1, problem=problem, ended=ended)
     elif complete and not ended:
@@ -187,7 +187,7 @@ def _authentic(
 
 
 def _trailer_problem(
-    line: bytes, keys: Keyring, order: KeyOrder, game_id: str, count: int, head: str, ended: bool
+    line: bytes, keys: Keyring, order: KeyOrder, game_id: str, count: int, chain_head: str, ended: bool
 ) -> str | None:
     try:
         trailer = decode_trailer(line)
@@ -206,7 +206,7 @@ def _trailer_problem(
                 f"truncated: the signed trailer says version {trailer.version}, the history ends at {count}"
             )
         return f"the signed trailer says version {trailer.version}, the history goes on to {count}"
-    if trailer.head != head:
+    if trailer.head != chain_head:
         return "the signed trailer's hash is not the hash of the last envelope"
     if trailer.ended != ended:
         return f"the signed trailer says ended={trailer.ended}; the history says {ended}"
@@ -217,12 +217,12 @@ def _bad(version: int, problem: str, index: int) -> Report:
     return Report(ok=False, envelopes=index, bad_version=version, problem=problem)
 
 
-def _envelope_problem(item: envelope.Envelope, version: int, head: str, game_id: str) -> str | None:
+def _envelope_problem(item: envelope.Envelope, version: int, chain_head: str, game_id: str) -> str | None:
     if item.version != version:
         return f"envelope says version {item.version} at position {version}"
     if item.game_id != game_id:
         return f"envelope of game {item.game_id!r} in game {game_id!r}"
-    if item.prev != head:
+    if item.prev != chain_head:
         return "hash chain broken: prev is not the hash of the envelope before"
     if (version == 1) != isinstance(item.event, GameCreated):
         return "GameCreated must be the first event and only the first"

@@ -137,12 +137,12 @@ async def test_a_stream_that_no_longer_holds_what_was_folded_is_refused_and_chan
     assert [r.version for r in theirs] == [1, 2, 3, 4] and ours[2] != theirs[2]
     live = FoldedGame(game_id)
     live.fold(ours)
-    before = (live.version, live.head, live.view_json)
+    before = (live.version, live.chain_head, live.view_json)
     with pytest.raises(Diverged, match="another line at version 3"):
         live.fold(theirs[2:])  # what a refresh reads: from the version held on
     with pytest.raises(Diverged, match="version 4 does not follow version 3"):
         live.fold(theirs[3:])  # what a tail reads: past the version held
-    assert (live.version, live.head, live.view_json) == before
+    assert (live.version, live.chain_head, live.view_json) == before
     assert len(live.fold(ours)) == 0  # the lines it holds again: skipped, no complaint
 
 

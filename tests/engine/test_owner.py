@@ -213,7 +213,7 @@ async def test_a_round_leaves_the_game_at_the_chain_head_of_its_last_stored_enve
     await asyncio.wait_for(asyncio.gather(*(submit(game, place(seat, f"c-{seat}")) for seat in (0, 1))), 1)
     stored = await store.read(game.game_id)
     assert [record.version for record in stored] == [1, 2, 3]
-    assert game.folded.head == envelope.chain_hash(stored[-1].data)
+    assert game.folded.chain_head == envelope.chain_hash(stored[-1].data)
     assert envelope.decode(stored[-1].data).prev == envelope.chain_hash(stored[-2].data)
     await games.close()
 

@@ -78,7 +78,7 @@ async def checked(store: Forgetful, here: Games, there: Games, game: LiveGame) -
     report = verify(lines, keys=Keyring([here.node.signer.public, there.node.signer.public]))
     assert report.ok, report.problem
     assert game.view == report.view
-    assert game.folded.head == envelope.chain_hash(lines[-1])
+    assert game.folded.chain_head == envelope.chain_hash(lines[-1])
     return report
 
 

@@ -46,8 +46,8 @@ def sealed(
 ) -> bytes:
     """The envelope of `event` after `lines` (chained to their last), signed by `signer`, dated `at`."""
     game_id = envelope.decode(lines[0]).game_id if lines else _game_id(event)
-    head = envelope.chain_hash(lines[-1]) if lines else envelope.GENESIS
-    _, data, _ = seal(game_id, len(lines), head, at, command_id, seat, [event], signer)
+    chain_head = envelope.chain_hash(lines[-1]) if lines else envelope.GENESIS
+    _, data, _ = seal(game_id, len(lines), chain_head, at, command_id, seat, [event], signer)
     return data[0]
 
 
