@@ -200,7 +200,7 @@ class GatedHttpProtocol(asyncio.Protocol):
         # of each request until the end of the next head.
         self._awaiting = True
         self._head_bytes = 0
-        self._tail = b""  # the last bytes of the head so far: its end may straddle two reads
+        self._head_suffix = b""  # the last bytes of the head so far: its end may straddle two reads
         self._unanswered = 0  # requests whose head came and whose response is not complete yet
         self._answered = False
         self._handed = False  # upgraded: the websocket protocol has the connection
@@ -213,7 +213,7 @@ class GatedHttpProtocol(asyncio.Protocol):
         # for reading paused, and whether it is.
         self._backlog: bytes | None = None
         self._backlog_at = 0
-        self._passed_tail = b""
+        self._passed_suffix = b""
         self._inner_paused = False
         self._read_paused = False
         # The send deadline: its timer, and the bytes unsent when it was set.
@@ -266,7 +266,7 @@ class GatedHttpProtocol(asyncio.Protocol):
             cut = self._piece_end(data, at)
             piece = data if at == 0 and cut == end else data[at:cut]
             at = cut
-            self._passed_tail = (self._passed_tail + piece[-3:])[-3:]
+            self._passed_suffix = (self._passed_suffix + piece[-3:])[-3:]
             self._take(piece)
             if self._handed or self.address is None or self.transport.is_closing():
                 return  # after an upgrade, uvicorn's own protocol never read past the upgrade either
@@ -284,10 +284,10 @@ class GatedHttpProtocol(asyncio.Protocol):
             return min(len(data), at + left)
         if not self._awaiting:
             return len(data)
-        if at == 0 and self._passed_tail:
-            straddling = (self._passed_tail + data[:3]).find(_HEAD_END)
+        if at == 0 and self._passed_suffix:
+            straddling = (self._passed_suffix + data[:3]).find(_HEAD_END)
             if straddling >= 0:
-                return straddling + len(_HEAD_END) - len(self._passed_tail)
+                return straddling + len(_HEAD_END) - len(self._passed_suffix)
         found = _PIECE_END.search(data, at)
         return len(data) if found is None else found.end()
 
@@ -329,13 +329,13 @@ class GatedHttpProtocol(asyncio.Protocol):
             # pass for the end of one.
             head = data.lstrip(b"\r\n")
         most = self.limits.limits.max_head_bytes
-        ends = (self._tail + head[: most - self._head_bytes]).find(_HEAD_END) >= 0
+        ends = (self._head_suffix + head[: most - self._head_bytes]).find(_HEAD_END) >= 0
         self._head_bytes += len(head)
         if not ends and self._head_bytes > most:
             # The head does not end within the limit: what came of it is never parsed.
             self._refuse(HEAD_TOO_LARGE, too_large_answer(most))
             return
-        self._tail = head[-3:]
+        self._head_suffix = head[-3:]
         early = self._early
         if early is None:
             self.inner.data_received(data)
@@ -403,7 +403,7 @@ class GatedHttpProtocol(asyncio.Protocol):
     def request_complete(self) -> None:
         self._body_left = 0
         self._disarm()
-        self._awaiting, self._head_bytes, self._tail = True, 0, b""
+        self._awaiting, self._head_bytes, self._head_suffix = True, 0, b""
         if not self._unanswered:
             self._arm()  # answered already (refused before its body came): the next request is due
 

@@ -135,14 +135,16 @@ class Progress:
         elapsed = now - self._started
         done = self.handled
         rate = done / elapsed if elapsed > 0 else 0.0
-        tail = f" {done}/{self.total}"
+        suffix = f" {done}/{self.total}"
         if self.counts[Outcome.FAILED]:
-            tail += f", {self.counts[Outcome.FAILED]} failed"
+            suffix += f", {self.counts[Outcome.FAILED]} failed"
         if rate and done < self.total:
-            tail += f", {rate:.1f}/s, {(self.total - done) / rate:.0f} s left"
-        width = max(10, min(40, shutil.get_terminal_size((80, 24)).columns - len(self.verb) - len(tail) - 4))
+            suffix += f", {rate:.1f}/s, {(self.total - done) / rate:.0f} s left"
+        width = max(
+            10, min(40, shutil.get_terminal_size((80, 24)).columns - len(self.verb) - len(suffix) - 4)
+        )
         filled = width * done // self.total if self.total else width
         bar = "#" * filled + "." * (width - filled)
-        self._stream.write(f"\r\x1b[K{self.verb} [{bar}]{tail}")
+        self._stream.write(f"\r\x1b[K{self.verb} [{bar}]{suffix}")
         self._stream.flush()
         self._drawn = True
