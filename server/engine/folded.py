@@ -56,7 +56,7 @@ class FoldedGame:
         "board",
         "before",
         "chain_head",
-        "line",
+        "last_bytes",
         "last_at",
         "_spaces_json",
         "_cached_bytes",
@@ -69,7 +69,7 @@ class FoldedGame:
         self.board = Board()
         self.before: View = self.board.view  # the view before the last batch folded in
         self.chain_head = GENESIS
-        self.line: bytes | None = None  # the stored bytes of the last record folded in
+        self.last_bytes: bytes | None = None  # the stored bytes of the last record folded in
         self.last_at = ""
         # Each space's encoded view, kept with the view object it encodes: an event touches one space, so
         # the others are not encoded again (a long game's spaces hold hundreds of tokens).
@@ -142,7 +142,7 @@ class FoldedGame:
             if record.version > version:
                 break
             skip += 1
-        if skip and records[skip - 1].version == version and records[skip - 1].data != self.line:
+        if skip and records[skip - 1].version == version and records[skip - 1].data != self.last_bytes:
             raise Diverged(f"{self.game_id}: the stream holds another line at version {version}")
         fresh = records[skip:] if skip else records
         if not fresh:
@@ -165,8 +165,8 @@ class FoldedGame:
             for event in events:
                 board = apply(board, event)
         self.board, self.last_at = board, envelopes[-1].at
-        self.line = fresh[-1].data
-        self.chain_head = envelope.chain_hash(self.line) if chain_head is None else chain_head
+        self.last_bytes = fresh[-1].data
+        self.chain_head = envelope.chain_hash(self.last_bytes) if chain_head is None else chain_head
         return fresh
 
 

@@ -134,8 +134,8 @@ class Follower:
 
 
 class _Plan:
-    """A decided command: the version it expects and the line there, its envelopes, and the chain head
-    after them."""
+    """A decided command: the version it expects and the bytes stored there, its envelopes, and the chain
+    head after them."""
 
     __slots__ = ("submission", "expected", "after", "items", "data", "chain_head")
 
@@ -376,7 +376,8 @@ class LiveGame:
     def _decide(self, batch: list[Submission]) -> tuple[list[_Plan], list[tuple[Submission, Rejected]]]:
         """Decide each command on the state the ones before it leave."""
         folded = self.folded
-        state, version, chain_head, line = folded.board.game, folded.version, folded.chain_head, folded.line
+        state, version, chain_head = folded.board.game, folded.version, folded.chain_head
+        last_bytes = folded.last_bytes
         at, signer = self._node.clock(), self._node.signer
         plans: list[_Plan] = []
         refused: list[tuple[Submission, Rejected]] = []
@@ -396,8 +397,8 @@ class LiveGame:
             items, data, chain_head = seal(
                 self.game_id, version, chain_head, at, command.id, command.seat, events, signer
             )
-            plans.append(_Plan(submission, version, line, items, data, chain_head))
-            version, line = version + len(events), data[-1]
+            plans.append(_Plan(submission, version, last_bytes, items, data, chain_head))
+            version, last_bytes = version + len(events), data[-1]
             accepted = events
         return plans, refused
 
