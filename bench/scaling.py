@@ -33,7 +33,7 @@ def command_cost(events: int, commands: int) -> dict[str, Any]:
     pairs = legal_placements()
     live = asyncio.run(service.get(game_id))
     assert live is not None
-    state = live.folded.board.game
+    state = live.state
     decide_times: list[float] = []
     for index in range(commands):
         command = place(index % 3, events + index, pairs)
@@ -59,8 +59,8 @@ def command_cost(events: int, commands: int) -> dict[str, Any]:
         "decide_us_median": statistics.median(decide_times) * 1e6,
         "command_path_us_median": statistics.median(handle_times) * 1e6,
         "command_path_delta_us_median": statistics.median(delta_times) * 1e6,
-        "view_json_bytes": len(live.folded.view_json),
-        "state_json_bytes": len(msgspec.json.encode(live.folded.board.game)),
+        "view_json_bytes": len(live.view_json),
+        "state_json_bytes": len(msgspec.json.encode(live.state)),
     }
 
 
