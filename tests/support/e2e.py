@@ -52,8 +52,10 @@ async def next_answer(client: GameClient, timeout: float = 5.0) -> dict[str, Any
 
 
 def log_lines(logs: str) -> list[dict[str, Any]]:
-    """Every line of a server log, parsed (each must be one JSON object)."""
-    lines = [json.loads(line) for line in logs.splitlines() if line.strip()]
+    """Every whole line of a server log, parsed (each must be one JSON object); a last line the server is
+    still writing (no newline yet) is left for a later read."""
+    whole = logs[: logs.rfind("\n") + 1]
+    lines = [json.loads(line) for line in whole.splitlines() if line.strip()]
     assert all(isinstance(line, dict) for line in lines)
     return lines
 
