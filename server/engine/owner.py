@@ -739,13 +739,6 @@ class LiveGame:
             stream = node.store.tail(self.game_id, self.version)
             try:
                 async for records in stream:
-                    top, folded = records[-1], self.folded
-                    # This node's own appends, back once folded, most often: nothing the fold would do with
-                    # them (it skips them, the one at its version being the one it holds).
-                    if top.version < folded.version or (
-                        top.version == folded.version and top.data == folded.last_bytes
-                    ):
-                        continue
                     if self._worker is not None:
                         self._news += records
                     else:

@@ -38,7 +38,6 @@ from server.store import (
     StoreUnavailable,
     TooManyGames,
 )
-from server.store.redis._handoff import Handoff
 from server.store.redis._notify import Notifier
 from server.store.redis._scripts import (
     APPEND_MANY,
@@ -259,9 +258,6 @@ class RedisEventStore:
             if isinstance(tail_client, RedisCluster)
             else Notifier(tail_client, timeout=timeout, heartbeat=block_ms / 1000)
         )
-        # What this store appends goes to its own tails of the game without a read. Only notified tails
-        # open one: a Cluster's blocked XREAD gets the append in the reply it waits for anyway.
-        self._handoff = Handoff()
 
     @classmethod
     async def from_url(
@@ -384,19 +380,11 @@ class RedisEventStore:
         if not self._cluster:
             every = list(range(len(batch)))
             keys, args = self._append_many_call(batch, every, 3)
-            flight = self._handoff.sending(item.game_id for item in batch)
             try:
                 replies = await self._script(self._append_many, keys, args)
-            except BaseException as exc:  # a failure, or the caller gave up: nothing to hand over
-                if flight is not None:
-                    self._handoff.answered(flight, batch, None)
-                if isinstance(exc, StoreError):
-                    return [exc for _ in batch]
-                raise
-            written = self._results(batch, every, replies)
-            if flight is not None:
-                self._handoff.answered(flight, batch, written)
-            return written
+            except StoreError as exc:
+                return [exc for _ in batch]
+            return self._results(batch, every, replies)
         by_game: dict[str, list[int]] = {}
         for index, item in enumerate(batch):
             by_game.setdefault(item.game_id, []).append(index)
@@ -526,17 +514,18 @@ class RedisEventStore:
             keys.append(appended_channel(game_id, self._db))
         return keys
 
-    def tail(self, game_id: str, after: int) -> AsyncGenerator[list[Record], None]:
+    async def tail(self, game_id: str, after: int) -> AsyncGenerator[list[Record], None]:
         """Live batches of records after `after`, in order, without gap or duplicate, until cancelled.
 
         Raises: StoreUnavailable (from the iterator; resume with a new tail after the last version).
         """
-        # The generator itself, not one wrapped in another: each batch passes one generator frame fewer.
         if self._notifier is not None:
-            return self._notified(game_id, after, self._notifier)
-        return self._blocking_tail(game_id, after)
-
-    async def _blocking_tail(self, game_id: str, after: int) -> AsyncGenerator[list[Record], None]:
+            # Closing this tail closes the notified one at once (its subscription with it), not whenever
+            # the garbage collector finalizes it.
+            async with contextlib.aclosing(self._notified(game_id, after, self._notifier)) as live:
+                async for batch in live:
+                    yield batch
+            return
         key = events_key(game_id)
         while True:
             # Always from the last delivered id, never `$`: `$` would skip what arrived in between.
@@ -566,23 +555,12 @@ class RedisEventStore:
     ) -> AsyncGenerator[list[Record], None]:
         # Subscribed (and confirmed) before the first read: every later append is in a notice.
         watch = await notifier.watch(appended_channel(game_id, self._db).encode())
-        handoff = self._handoff
-        handed = handoff.open(game_id)
         try:
             last = after
             latest: int | None = None  # None: the first read, of what came before the subscription
             while True:
-                if latest is not None:
-                    # This store's own appends come handed over, not read (see server.store.redis._handoff).
-                    batch = handed.take(last)
-                    if handed.in_flight and latest > (batch[-1].version if batch else last):
-                        await handed.settled()
-                        batch += handed.take(batch[-1].version if batch else last)
-                    if batch:
-                        last = batch[-1].version
-                        yield batch
-                # A notice of a version delivered already (handed over, or a read took several appends at
-                # once) reads nothing.
+                # A notice of a version delivered already (a read took several appends at once) reads
+                # nothing.
                 if latest is None or latest > last:
                     batch = await _finished(self.read(game_id, last))
                     if batch:
@@ -590,7 +568,6 @@ class RedisEventStore:
                         yield batch
                 latest = await watch.wait()
         finally:
-            handoff.close(handed)
             watch.close()
 
     async def version(self, game_id: str) -> int:
