@@ -21,7 +21,8 @@ export type Amounts = { [resource: string]: number };
 export const ERAS: readonly Era[];
 export const FAMILIES: readonly Family[];
 export const MATERIALS: readonly Material[];
-/** 1008 (refused) and 1011 (damaged game): a connection closed with one of them does not resume. */
+/** 1008 (refused), 1011 (damaged game), 4003 (the seat's token reissued by the host) and 4004 (the seat
+ * closed by the host): a connection closed with one of them does not resume. */
 export const FINAL_CLOSE_CODES: readonly number[];
 /** 4001: the server's store lost envelopes this connection was sent; it resumes from version 0, so the
  * history follows again whole ("reconnecting" tells the code first: drop what you logged). */
@@ -284,13 +285,29 @@ export interface TakeBackFrame {
   id: string;
   expected_version?: number | null;
 }
-export type ClientFrame = Hello | PlaceFrame | EndGameFrame | TakeBackFrame;
+/** Name oneself in the open seat of the connection's token (a seat with a name: `seat_taken`). */
+export interface TakeSeatFrame {
+  type: "take_seat";
+  id: string;
+  /** At most 128 characters. */
+  name: string;
+}
+/** Start the ended game's next game, or get it once started (`game_not_over` before the end). */
+export interface PlayAgainFrame {
+  type: "play_again";
+  id: string;
+}
+export type ClientFrame = Hello | PlaceFrame | EndGameFrame | TakeBackFrame | TakeSeatFrame | PlayAgainFrame;
 /** What place() takes: a place frame's fields; the id is made when it is missing. */
 export type PlaceFields = Omit<PlaceFrame, "type" | "id"> & { id?: string };
 /** What endGame() takes. */
 export type EndGameFields = Omit<EndGameFrame, "type" | "id"> & { id?: string };
 /** What takeBack() takes. */
 export type TakeBackFields = Omit<TakeBackFrame, "type" | "id"> & { id?: string };
+/** What takeSeat() takes besides the name. */
+export type TakeSeatFields = { id?: string };
+/** What playAgain() takes. */
+export type PlayAgainFields = { id?: string };
 
 export interface Welcome {
   type: "welcome";
@@ -315,6 +332,12 @@ export type RejectionCode =
   | "game_over"
   | "stale_version"
   | "limit_reached"
+  | "table_not_full"
+  | "seat_taken"
+  | "seat_closed"
+  | "game_started"
+  | "game_not_over"
+  | "next_game_exists"
   | "illegal_space"
   | "cannot_take_back"
   | "missing_choice"
@@ -324,7 +347,7 @@ export type RejectionCode =
   | "archiving"
   | "history_lost";
 /** The codes of HTTP errors: those, and the ones only HTTP carries (HTTP_ONLY). */
-export type HttpErrorCode = RejectionCode | "too_many_games";
+export type HttpErrorCode = RejectionCode | "too_many_games" | "no_open_seat";
 export interface RejectedFrame {
   type: "rejected";
   id: string | null;
@@ -684,17 +707,17 @@ export class Connection {
    * `cannot_take_back` (`game_over` after the end). */
   takeBack(fields?: TakeBackFields, options?: { timeout?: number }): Promise<Accepted>;
   /** Name this connection's open seat; rejects with `seat_taken` when it has a name. */
-  takeSeat(name: string, fields?: { id?: string }, options?: { timeout?: number }): Promise<Accepted>;
+  takeSeat(name: string, fields?: TakeSeatFields, options?: { timeout?: number }): Promise<Accepted>;
   /** Start the ended game's next game or get it (`game_not_over` before the end). */
-  playAgain(fields?: { id?: string }, options?: { timeout?: number }): Promise<Accepted>;
+  playAgain(fields?: PlayAgainFields, options?: { timeout?: number }): Promise<Accepted>;
   /** Any command frame (place(), takeBack() and endGame() say it shorter). */
   send(
     command:
       | (PlaceFields & { type: "place" })
       | (EndGameFields & { type: "end_game" })
       | (TakeBackFields & { type: "take_back" })
-      | { type: "take_seat"; name: string; id?: string }
-      | { type: "play_again"; id?: string },
+      | (TakeSeatFields & { type: "take_seat"; name: string })
+      | (PlayAgainFields & { type: "play_again" }),
     options?: { timeout?: number },
   ): Promise<Accepted>;
   close(): Promise<CloseInfo>;

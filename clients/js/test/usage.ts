@@ -4,6 +4,7 @@
 import {
   applyDelta,
   applyWallChanges,
+  closeSeat,
   connect,
   connectWall,
   createGame,
@@ -12,9 +13,14 @@ import {
   getLegal,
   getPresence,
   getView,
+  joinGame,
   listGames,
+  nextGame,
+  openTables,
   OrchestraError,
+  reissueToken,
   type Accepted,
+  type ClientFrame,
   type Envelope,
   type Token,
   type View,
@@ -108,6 +114,36 @@ export async function wall(baseUrl: string): Promise<number> {
   return next.size;
 }
 
+export async function table(baseUrl: string): Promise<string> {
+  const created = await createGame(baseUrl, { players: ["Ada", null, null], open: true });
+  const open = (await openTables(baseUrl)).filter((listed) => listed.open_seats.length > 0);
+  const joined: { seat: number; token: string } = await joinGame(baseUrl, created.game_id, "Ben");
+  const fresh: string = await reissueToken(baseUrl, created.game_id, joined.seat, created.host_token);
+  const closed = await closeSeat(baseUrl, created.game_id, 2, created.host_token);
+  const game = await connect(baseUrl, created.game_id, { token: fresh, WebSocket });
+  try {
+    await game.takeSeat("Ben", { id: "name-1" });
+  } catch (error) {
+    if (error instanceof OrchestraError && (error.code === "seat_taken" || error.code === "seat_closed")) {
+      console.log(error.frame?.message);
+    }
+  }
+  game.on("next_game", (next) => console.log(next.game_id, next.token ?? "no token"));
+  try {
+    await game.playAgain();
+  } catch (error) {
+    if (error instanceof OrchestraError && error.code === "game_not_over") console.log(error.version);
+  }
+  const frames: ClientFrame[] = [
+    { type: "take_seat", id: "c1", name: "Cy" },
+    { type: "play_again", id: "c2" },
+  ];
+  const next: string = await nextGame(baseUrl, created.game_id, created.host_token);
+  console.log(open.length, closed.version, game.nextGame?.game_id, frames.length);
+  await game.close();
+  return next;
+}
+
 export function follow(view: View, delta: ViewDelta): View {
   return applyDelta(view, delta);
 }
@@ -128,4 +164,8 @@ export async function mistakes(baseUrl: string): Promise<void> {
   await connect(baseUrl, "g", { view: "bogus" });
   // @ts-expect-error: createGame needs its players
   await createGame(baseUrl, {});
+  // @ts-expect-error: take_seat needs the name
+  await game.send({ type: "take_seat" });
+  // @ts-expect-error: no such code
+  if (new OrchestraError("x", "y").code === "seat_full") return;
 }
