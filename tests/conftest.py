@@ -92,8 +92,14 @@ def own_redis(tmp_path: Path) -> Iterator[RedisProcess]:
 
 
 @pytest.fixture
-def start_server(redis_url: str, tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
+def start_server(
+    redis_url: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[Callable[..., ServerProcess]]:
     """Start `orchestra serve` processes (settings as keyword arguments); all are stopped afterwards."""
+    if "own_redis" in request.fixturenames:
+        # Set up first, so that it stops after the servers, whatever the order a test names them in: a
+        # Redis gone under a server still running makes it log store errors that no test asked for.
+        request.getfixturevalue("own_redis")
     started: list[ServerProcess] = []
     session_url = redis_url
 

@@ -4,6 +4,7 @@ implementation that refuses unmasked or malformed client frames) and against byt
 from __future__ import annotations
 
 import asyncio
+import logging
 import struct
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -133,7 +134,10 @@ async def test_the_clients_close_is_a_clean_1000() -> None:
         assert closed.rcvd is not None and closed.rcvd.code == 1000
 
 
-async def test_a_server_agreeing_to_deflate_is_refused_and_one_declining_is_fine() -> None:
+@pytest.mark.logs_warnings  # the refused connection drops without a close: the echo server logs its end
+async def test_a_server_agreeing_to_deflate_is_refused_and_one_declining_is_fine(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     async with server(echo, compression="deflate") as url:
         with pytest.raises(InvalidHandshake, match="does not decompress"):
             await LightSocket.connect(url, offer_deflate=True)
@@ -146,6 +150,8 @@ async def test_a_server_agreeing_to_deflate_is_refused_and_one_declining_is_fine
         await ws.send("declined")
         assert await asyncio.wait_for(ws.recv(), 5) == "declined"
         await ws.close()
+    failed = [r for r in caplog.records if r.name == "websockets.server" and r.levelno >= logging.WARNING]
+    assert [r.getMessage() for r in failed] == ["connection handler failed"]  # the refused one alone
 
 
 async def test_a_refused_upgrade_is_an_invalid_handshake() -> None:

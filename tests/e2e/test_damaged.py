@@ -16,11 +16,14 @@ import redis
 
 from orchestra_client import ConnectionRefused, GameClient
 from tests.support.e2e import PERF, STRINGS, expect_accepted, log_lines, new_game
+from tests.support.logs import logged
 from tests.support.redis import stream_entries
 
-pytestmark = [pytest.mark.e2e, pytest.mark.integration]
+# Every test damages a stream: the server logs each damaged game it meets at error.
+pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.logs_warnings]
 
 DAMAGED_CLOSE = 1011
+DAMAGED = "damaged game: a stored envelope cannot be read"  # what the server logs, at error
 
 
 def _damage(url: str, game_id: str, version: int) -> None:
@@ -112,6 +115,7 @@ async def test_a_followed_game_damaged_under_its_clients_refuses_its_next_comman
         assert "version 3" in answer["message"]
     async with httpx.AsyncClient(base_url=server.url, timeout=10) as http:
         assert _damaged_reads((await http.get("/metrics")).text) >= 1
+    assert logged(server.logs(), DAMAGED, game_id=game_id, version=3)
 
 
 async def test_a_game_whose_first_envelope_is_damaged_is_not_listed_and_reports_version_1(
@@ -126,6 +130,7 @@ async def test_a_game_whose_first_envelope_is_damaged_is_not_listed_and_reports_
         answer = await http.get(f"/games/{damaged}")
         assert answer.status_code == 500
         assert (answer.json()["code"], answer.json()["version"]) == ("damaged_game", 1)
+    assert logged(server.logs(), DAMAGED, game_id=damaged, version=1)
 
 
 async def test_orchestra_verify_names_the_damaged_version(start_server: Any, own_redis: Any) -> None:
@@ -143,3 +148,4 @@ async def test_orchestra_verify_names_the_damaged_version(start_server: Any, own
     )
     assert checked.returncode == 1, checked.stdout + checked.stderr
     assert f"game {game_id}: INVALID at version 3" in checked.stdout
+    assert logged(server.logs(), DAMAGED, game_id=game_id, version=3)

@@ -23,10 +23,12 @@ from orchestra_client.session import HISTORY_CHANGED
 from server.engine.signing import Keyring, public_key_from_text
 from server.ops.verify import verify
 from tests.support.e2e import expect_accepted, new_game
+from tests.support.logs import logged
 from tests.support.redis import lose_after
 from tests.support.servers import ServerProcess
 
-pytestmark = [pytest.mark.e2e, pytest.mark.integration]
+# The store losing a write is what the module provokes: the first node warns as it reads the game again.
+pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.logs_warnings]
 
 REPAIR = {"kind": "repair", "family": "winds"}
 
@@ -94,3 +96,5 @@ async def test_clients_of_a_node_whose_store_lost_a_write_come_back_to_the_game_
     async with httpx.AsyncClient(base_url=first.url, timeout=10) as http:
         metrics = (await http.get("/metrics")).text
     assert re.search(r"^orchestra_history_changed_total 1\.0$", metrics, re.MULTILINE), metrics[-2000:]
+    read_again = "the stream no longer holds what this node folded: game read again"
+    assert logged(first.logs(), read_again, game_id=game_id)

@@ -156,6 +156,7 @@ async def test_a_websocket_session_writes_one_access_line_and_no_open_or_closed_
     await eventually(written, timeout=10)
 
 
+@pytest.mark.logs_warnings  # it logs an error to uvicorn's logger, to see it filtered
 def test_uvicorns_lines_are_filtered_whatever_object_their_message_is() -> None:
     """A message that is no string (a dict: unhashable) is written, not a TypeError in the logging call."""
     stream = io.StringIO()

@@ -132,6 +132,7 @@ async def test_a_spectator_that_never_reads_is_counted_as_a_broadcast_drop(
             await ada.close()
 
 
+@pytest.mark.logs_warnings  # Redis stopped under the server: it warns of the tail and the command lost
 async def test_readyz_follows_redis_and_commands_count_redis_errors(
     start_server: Callable[..., Any], tmp_path: Path
 ) -> None:

@@ -23,12 +23,16 @@ import redis
 from orchestra_client import GameClient
 from server.engine.signing import ENVELOPE, Signer
 from tests.support.e2e import PERF, new_game
+from tests.support.logs import logged
 from tests.support.redis import stream_entries
+from tests.support.waiting import until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
 ROOT = Path(__file__).resolve().parents[2]
 Raw = dict[str, Any]
+# What the node warns once it reads a stream that was written over under it.
+READ_AGAIN = "the stream no longer holds what this node folded: game read again"
 
 
 def orchestra(*args: str) -> subprocess.CompletedProcess[str]:
@@ -195,6 +199,7 @@ def _resign_with_another_key(lines: list[bytes]) -> tuple[list[bytes], int]:
         ),
     ],
 )
+@pytest.mark.logs_warnings  # the node reads the game it had folded again, warning so
 async def test_a_stream_tampered_in_redis_is_invalid_at_its_first_bad_version(
     server: Any, redis_url: str, tamper: Callable[[list[bytes]], tuple[list[bytes], int]], problem: str
 ) -> None:
@@ -207,8 +212,10 @@ async def test_a_stream_tampered_in_redis_is_invalid_at_its_first_bad_version(
     bad = await cli("verify", game_id, "--server", server.url)
     assert bad.returncode == 1, bad.stdout
     assert f"INVALID at version {version}: " in bad.stdout and problem in bad.stdout
+    await until(lambda: logged(server.logs(), READ_AGAIN, game_id=game_id), 10, "the node's warning")
 
 
+@pytest.mark.logs_warnings  # the node reads the game it had folded again, warning so
 async def test_dropped_last_envelopes_are_found_against_an_earlier_export_and_in_a_cut_file(
     server: Any, redis_url: str, tmp_path: Path
 ) -> None:
@@ -238,6 +245,7 @@ async def test_dropped_last_envelopes_are_found_against_an_earlier_export_and_in
     found = await cli("verify", game_id, "--server", server.url, "--against", str(earlier))
     assert found.returncode == 1, found.stdout + found.stderr
     assert f"INVALID at version {len(lines) - 1}: truncated" in found.stdout
+    await until(lambda: logged(server.logs(), READ_AGAIN, game_id=game_id), 10, "the node's warning")
 
 
 async def test_an_export_verifies_offline_with_the_public_key_or_the_data_dir(

@@ -17,6 +17,7 @@ from orchestra_client import GameClient
 from server.ops.embedded_redis import PASSWORD_NAME, URL_NAME
 from server.ops.redis_binary import find
 from tests.support.e2e import PERF, expect_accepted, log_lines, new_game
+from tests.support.logs import logged
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -41,6 +42,7 @@ async def post_game(url: str) -> httpx.Response:
         return await http.post(f"{url}/games", json={"players": ["Ada", "Ben", "Cy"]})
 
 
+@pytest.mark.logs_warnings  # a command refused as the store is full is logged at warning
 async def test_a_full_embedded_redis_refuses_writes_as_store_full_and_recovers_when_room_is_made(
     start_server: Any, tmp_path: Path
 ) -> None:
@@ -86,6 +88,7 @@ async def test_a_full_embedded_redis_refuses_writes_as_store_full_and_recovers_w
 
     chosen = find()
     assert value(samples, "orchestra_redis_info", version=chosen.version_text, embedded="true") == 1
+    assert logged(second.logs(), "command refused: the store is full", game_id=game_id, command_id="full-1")
     started = [line for line in log_lines(second.logs()) if line["msg"] == "embedded redis started"]
     assert len(started) == 1
     assert (started[0]["binary"], started[0]["redis_version"]) == (chosen.path, chosen.version_text)

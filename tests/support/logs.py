@@ -43,3 +43,21 @@ def warning_lines(log: str) -> list[str]:
         if isinstance(line, dict) and line.get("level") in ("warning", "error", "critical"):
             found.append(text)
     return found
+
+
+def logged(log: str, message: str, **fields: object) -> list[dict[str, object]]:
+    """The lines of a server's JSON log at warning or above with this message and these fields."""
+    found = []
+    for text in log.splitlines():
+        try:
+            line = json.loads(text)
+        except ValueError:
+            continue
+        if (
+            isinstance(line, dict)
+            and line.get("level") in ("warning", "error", "critical")
+            and line.get("msg") == message
+            and all(line.get(key) == value for key, value in fields.items())
+        ):
+            found.append(line)
+    return found
