@@ -1,10 +1,10 @@
 """The JavaScript client (clients/js/): its Node tests against live servers, and its types under tsc.
 
-The servers are real `orchestra serve` processes on the session's Redis; the Node tests (node's own test
-runner, clients/js/test/*.test.js) get their URLs from the environment, and a small control endpoint of
-this test to restart one of them (close 1012), damage a game's stream (close 1011), or make the store
-lose a game's last envelopes (close 4001). Without Node 20+ or without clients/js/node_modules (`npm ci`
-there), these tests skip saying so (and fail under CI).
+The servers are real `orchestra serve` processes on the session's Redis (the wall tests' on one of its
+own); the Node tests (node's own test runner, clients/js/test/*.test.js) get their URLs from the
+environment, and a small control endpoint of this test to restart one of them (close 1012), damage a
+game's stream (close 1011), or make the store lose a game's last envelopes (close 4001). Without Node
+20+ or without clients/js/node_modules (`npm ci` there), these tests skip saying so (and fail under CI).
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ import httpx
 import pytest
 import redis
 
-from tests.support.redis import lose_after
+from tests.support.logs import logged
+from tests.support.redis import RedisProcess, lose_after
 from tests.support.servers import ServerProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
@@ -117,12 +118,15 @@ class Control(ThreadingHTTPServer):
 
 @pytest.fixture
 def control(
-    start_server: Callable[..., ServerProcess], redis_url: str
+    start_server: Callable[..., ServerProcess], redis_url: str, own_redis: RedisProcess
 ) -> Iterator[tuple[Control, dict[str, ServerProcess]]]:
     started = {
         "main": start_server(),
         "small": start_server(max_connections_per_game=2, wall_page_games=2),
         "restartable": start_server(),
+        # A wall of its own (its Redis holds only the games of the wall tests) that the test address may
+        # fill: the games the other tests create stay off it, so that a new game is on the first page.
+        "wall": start_server(own_redis.url, wall_creator_share=1.0),
     }
     lock = threading.Lock()
 
@@ -147,6 +151,7 @@ def control(
         server.server_close()
 
 
+@pytest.mark.logs_warnings  # the Node tests damage a stream and make the store lose a write: logged
 def test_the_node_tests_pass_against_live_servers(
     node: str, control: tuple[Control, dict[str, ServerProcess]]
 ) -> None:
@@ -156,6 +161,7 @@ def test_the_node_tests_pass_against_live_servers(
         "ORCHESTRA_TEST_URL": started["main"].url,
         "ORCHESTRA_TEST_SMALL_URL": started["small"].url,
         "ORCHESTRA_TEST_RESTARTABLE_URL": started["restartable"].url,
+        "ORCHESTRA_TEST_WALL_URL": started["wall"].url,
         "ORCHESTRA_TEST_CONTROL_URL": server.url,
     }
     files = sorted(str(path.relative_to(CLIENT)) for path in (CLIENT / "test").glob("*.test.js"))
@@ -175,6 +181,9 @@ def test_the_node_tests_pass_against_live_servers(
     missing = EXPECTED_TESTS - {name.strip() for name in passed}
     assert not missing, f"these Node tests did not pass: {sorted(missing)}\n{output[-3000:]}"
     assert re.search(r"^# fail 0$", ran.stdout, re.MULTILINE), output[-3000:]
+    everything = "".join(node.logs() for node in started.values())
+    assert logged(everything, "damaged game: a stored envelope cannot be read")
+    assert logged(everything, "the stream no longer holds what this node folded: game read again")
 
 
 def test_the_types_compile_with_a_typed_use_of_the_library(node: str) -> None:

@@ -11,7 +11,8 @@ function required(name) {
 }
 
 /** The servers: `main` (default settings), `small` (2 connections a game, wall pages of 2), `restartable` (restarted on
- * POST control/restart), and the control endpoint of the pytest that started them. */
+ * POST control/restart), `wall` (a Redis of its own, whose wall the test address may fill), and the control
+ * endpoint of the pytest that started them. */
 export const servers = {
   get main() {
     return required("ORCHESTRA_TEST_URL");
@@ -21,6 +22,9 @@ export const servers = {
   },
   get restartable() {
     return required("ORCHESTRA_TEST_RESTARTABLE_URL");
+  },
+  get wall() {
+    return required("ORCHESTRA_TEST_WALL_URL");
   },
   get control() {
     return required("ORCHESTRA_TEST_CONTROL_URL");

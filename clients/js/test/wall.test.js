@@ -48,10 +48,12 @@ test("applyWallChanges retires, adds first, changes only the named fields, and m
 });
 
 test("connectWall keeps each game equal to GET /games/{id}, and after a drop starts from a new wall frame", async () => {
-  const proxy = await startProxy(servers.main);
-  const url = servers.main;
+  // A wall with room for the test's game: every game the test address creates on `main` (the other
+  // tests') would take its share of the wall there, and a first page of other games its place.
+  const proxy = await startProxy(servers.wall);
+  const url = servers.wall;
   const wall = await connectWall(proxy.url, { WebSocket });
-  const older = new Set(wall.games.keys()); // other tests create games meanwhile: only these are older
+  const older = new Set(wall.games.keys()); // what the wall held before (nothing, on a Redis of its own)
   const frames = [];
   wall.on("changes", (changes, frame) => frames.push(frame));
   let walls = 0;
