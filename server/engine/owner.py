@@ -196,7 +196,7 @@ class LiveGame:
         self._news: list[Record] = []  # from the tail while a round was in flight
         self._behind = False  # the stream holds versions this node has not folded
         self._diverged = False  # the stream no longer holds what this node folded: read it all again
-        self._tail: asyncio.Task[None] | None = None
+        self._tail_task: asyncio.Task[None] | None = None
         self._refreshing: asyncio.Future[bool] | None = None  # a read in flight that callers share
         # Written once, at creation: read once, by the first caller, and shared with those that ask meanwhile.
         self._credentials: asyncio.Future[dict[str, str]] | None = None
@@ -636,16 +636,16 @@ class LiveGame:
     def _keep_tail(self) -> None:
         """Run the tail while anyone follows or watches the game, and only then."""
         wanted = bool(self.followers) or self.watcher is not None
-        if wanted and self._tail is None:
-            self._tail = asyncio.get_running_loop().create_task(self._follow_stream())
-        elif not wanted and self._tail is not None:
-            self._tail.cancel()
-            self._tail = None
+        if wanted and self._tail_task is None:
+            self._tail_task = asyncio.get_running_loop().create_task(self._follow_stream())
+        elif not wanted and self._tail_task is not None:
+            self._tail_task.cancel()
+            self._tail_task = None
 
     @property
     def tail_alive(self) -> bool:
         """Whether the game's tail runs (when it should)."""
-        return self._tail is None or not self._tail.done()
+        return self._tail_task is None or not self._tail_task.done()
 
     def _publish(self, records: Sequence[Record]) -> None:
         """Tell the watcher; then one frame per view mode for the records just folded, encoded once, to
@@ -763,13 +763,13 @@ class LiveGame:
 
     async def close(self) -> None:
         """Stop the tail and the worker; commands still waiting are answered unavailable."""
-        tasks = [task for task in (self._tail, self._worker) if task is not None]
+        tasks = [task for task in (self._tail_task, self._worker) if task is not None]
         for task in tasks:
             task.cancel()
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        self._tail = None
+        self._tail_task = None
         for submission in self._waiting:
             submission.answer(StoreUnavailable("the server is shutting down"))
         self._waiting = []

@@ -206,7 +206,7 @@ async def test_a_wall_nobody_watches_stops_and_leaves_every_game_unwatched(games
     wall.leave(feed.outbox)
     assert wall.running  # it lingers a moment: a page reloading finds it warm
     await until(lambda: not wall.running, what="the wall stopped after its linger")
-    assert game.watcher is None and game._tail is None and not game.busy
+    assert game.watcher is None and game._tail_task is None and not game.busy
     assert games.on_listed is None
     # The command path is the plain one again: the placement reaches no wall.
     await place(games, game_id, 0, "viola")
