@@ -178,10 +178,10 @@ class EventLog(Protocol):
 
         Each append writes its envelopes as versions expected+1.. atomically, once per command key (game-
         scoped): a command key seen before gets its first outcome with duplicate=True and writes nothing.
-        With `after`, the line the caller holds at version `expected`, it is written only if the stream's
-        line there is that one (the version alone cannot tell a stream that lost appends and was written
-        again at their versions). Its errors: ConcurrencyConflict (GameNotFound for a game never created),
-        HistoryChanged, GameFenced, StoreFull, StoreUnavailable.
+        With `after`, the stored bytes the caller holds at version `expected`, it is written only if the
+        stream's bytes there are those (the version alone cannot tell a stream that lost appends and was
+        written again at their versions). Its errors: ConcurrencyConflict (GameNotFound for a game never
+        created), HistoryChanged, GameFenced, StoreFull, StoreUnavailable.
 
         A game's appends in a batch are a chain, each decided on the state the ones before it leave, so
         once one of them writes nothing (an error, a repeated key), the game's later ones write nothing

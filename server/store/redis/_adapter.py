@@ -174,9 +174,9 @@ async def _finished(read: Coroutine[Any, Any, list[Record]]) -> list[Record]:
     return await asyncio.shield(task)
 
 
-def _digest(line: bytes | None) -> str:
-    """What the append script compares with the line at the expected version ('' skips the check)."""
-    return "" if line is None else hashlib.sha1(line, usedforsecurity=False).hexdigest()
+def _digest(last_bytes: bytes | None) -> str:
+    """What the append script compares with the bytes at the expected version ('' skips the check)."""
+    return "" if last_bytes is None else hashlib.sha1(last_bytes, usedforsecurity=False).hexdigest()
 
 
 def _version_of(entry_id: bytes) -> int:
