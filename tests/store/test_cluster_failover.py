@@ -214,7 +214,7 @@ async def test_a_failover_that_loses_an_acknowledged_append_leaves_one_unbroken_
         report = verify(lines, keys=Keyring([here.node.signer.public, there.node.signer.public]))
         assert report.ok and report.envelopes == 4, report.problem
         assert msgspec.json.decode(lines[2])["seat"] == 2  # the other node's version 3
-        assert game.folded.board.view == report.view
+        assert game.view == report.view
         assert outbox.closed_with == HISTORY_CHANGED
     finally:
         await here.close()
