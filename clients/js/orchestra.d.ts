@@ -438,6 +438,8 @@ export interface WallChange {
   chairs?: { [space: string]: number[] };
   prestige?: number[];
   presence?: Presence;
+  /** Whole, when an open seat was taken (null: a seat still open). */
+  players?: (string | null)[];
 }
 /** The feed's first frame: its first page, the most active games on the wall (live ones first, then
  * ended, most recently ended first). */

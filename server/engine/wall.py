@@ -149,6 +149,8 @@ def difference(old: WallGame, new: WallGame) -> WallChange | None:
         fields["prestige"] = new.prestige
     if new.presence != old.presence:
         fields["presence"] = new.presence
+    if new.players != old.players:
+        fields["players"] = new.players
     return WallChange(game_id=new.game_id, **fields) if fields else None
 
 

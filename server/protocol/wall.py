@@ -42,7 +42,8 @@ class WallGame(msgspec.Struct, frozen=True):
 class WallChange(msgspec.Struct, frozen=True):
     """What changed in a game on the wall: only the fields that changed are there (the others are left
     out, never null), and in `chairs` only the spaces whose holders changed (each whole); `prestige` comes
-    whole when any seat's changed, and `presence` whole when it changed."""
+    whole when any seat's changed, `presence` whole when it changed, and `players` whole when an open seat
+    was taken."""
 
     game_id: str
     version: Version | UnsetType = UNSET
@@ -50,6 +51,8 @@ class WallChange(msgspec.Struct, frozen=True):
     chairs: dict[str, list[Seat]] | UnsetType = UNSET
     prestige: list[Prestige] | UnsetType = UNSET
     presence: Presence | UnsetType = UNSET
+    # An open seat taken: the names, whole (None: a seat still open).
+    players: list[str | None] | UnsetType = UNSET
 
 
 Total = Annotated[int, msgspec.Meta(ge=0)]

@@ -12,7 +12,7 @@ import msgspec
 import pytest
 
 from domain import PerformanceToken, Place, RepairToken
-from domain.messages import EndGame
+from domain.messages import EndGame, TakeSeat
 from server.clock import utc_text
 from server.engine.games import Games
 from server.engine.outbox import Outbox
@@ -108,6 +108,16 @@ async def test_a_change_carries_the_space_whose_chair_changed_hands_and_nothing_
     }
     await place(games, game_id, 1, "viola", RepairToken("strings"))  # below the line: the chair stays
     assert (await feed.next())["changed"] == [{"game_id": game_id, "version": 3}]
+    await wall.close()
+
+
+async def test_an_open_seat_taken_changes_the_games_players_whole(games: Games) -> None:
+    game_id = (await games.create(["Ada", None])).game_id
+    wall = Wall(games, **FAST)
+    feed, first = await join(wall)
+    assert first["games"][0]["players"] == ["Ada", None]
+    await games.handle(game_id, TakeSeat(seat=1, id="sit-down", name="Ben"))
+    assert (await feed.next())["changed"] == [{"game_id": game_id, "version": 2, "players": ["Ada", "Ben"]}]
     await wall.close()
 
 

@@ -36,7 +36,7 @@ function makeTile(game) {
   game.players.forEach((name, seat) => {
     const item = el("li", `seat-${seat % 4}`);
     item.dataset.seat = String(seat);
-    item.append(seatDot(seat), el("span", "name", name), el("span", "prestige"));
+    item.append(seatDot(seat), el("span", "name", seatName(name)), el("span", "prestige"));
     players.append(item);
   });
   node.append(head, root, players);
@@ -49,6 +49,11 @@ function makeTile(game) {
   return tile;
 }
 
+// A seat still open (its player names themselves when they sit down) says so instead of a name.
+function seatName(name) {
+  return name ?? "open seat";
+}
+
 function show(game, animate) {
   const tile = tiles.get(game.game_id) ?? makeTile(game);
   tile.board.showChairs(game.chairs, false);
@@ -59,6 +64,9 @@ function show(game, animate) {
   tile.state.dataset.state = game.ended ? "ended" : "live";
   for (const item of tile.players.children) {
     const seat = Number(item.dataset.seat);
+    const name = item.querySelector(".name");
+    const named = seatName(game.players[seat]);
+    if (name.textContent !== named) name.textContent = named;
     const prestige = String(game.prestige[seat] ?? 0);
     const shown = item.querySelector(".prestige");
     if (shown.textContent !== prestige) shown.textContent = prestige;
