@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Literal
+from typing import Annotated, Literal
 
 import msgspec
 
@@ -21,6 +21,10 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     redis_cluster: bool | None = None
     # Command calls to Redis at once per node; more wait (within command_timeout) for a free connection.
     redis_pool_size: int = 128
+    # What `accepted` waits for: the primary's reply, a replica's copy (WAIT), or a replica's fsynced copy
+    # (WAITAOF, Redis 7.2+); and how long a round of appends waits for it before answering unavailable.
+    ack: Literal["primary", "replica", "replica_fsync"] = "primary"
+    ack_timeout_ms: Annotated[int, msgspec.Meta(ge=1, le=60_000)] = 500
     data_dir: str = "var"
     # The embedded Redis's memory limit (Redis units; "0": none). Full, it refuses writes (noeviction).
     embedded_redis_maxmemory: str = "1gb"

@@ -29,7 +29,7 @@ from server.engine.presence import PresenceTracker
 from server.engine.signing import Keyring, Signer
 from server.metrics import Metrics
 from server.store import EventStore, StoreError
-from server.store.redis import RedisEventStore
+from server.store.redis import AckLevelRefused, RedisEventStore
 from server.web import http, pages, tables, wall, ws
 from server.web.access import AccessLog
 from server.web.context import Context
@@ -113,6 +113,9 @@ def create_app(
                     settings.redis_cluster,
                     timeout=settings.command_timeout,
                     pool_size=settings.redis_pool_size,
+                    # The embedded Redis has no replica: a level above primary is refused there.
+                    ack=settings.ack if embedded is None else _no_replica(settings.ack),
+                    ack_timeout_ms=settings.ack_timeout_ms,
                 )
             except BaseException:
                 if embedded is not None:
@@ -191,3 +194,11 @@ async def _server_version(store: RedisEventStore) -> str:
         return await store.server_version()
     except StoreError:
         return "unknown"
+
+
+def _no_replica(ack: str) -> str:
+    """`ack` for the embedded Redis, which has no replica to wait for. Raises: AckLevelRefused (above
+    primary)."""
+    if ack != "primary":
+        raise AckLevelRefused(f"ORCHESTRA_ACK={ack} needs a Redis with a replica: set ORCHESTRA_REDIS_URL")
+    return ack

@@ -218,3 +218,75 @@ def lose_after(redis_url: str, game_id: str, version: int, command_keys: list[st
         assert not command_keys or results[-1] == len(command_keys), "a lost command was not recorded"
     finally:
         client.close()
+
+
+def start_replicated(root: Path, *extra: str) -> tuple[RedisProcess, RedisProcess]:
+    """A primary and its replica (`replicaof`, in sync) on loopback ports, each with `extra` options;
+    stop both when done."""
+    primary = RedisProcess(root / "primary", *extra).start()
+    replica = RedisProcess(root / "replica", *extra, "--replicaof", "127.0.0.1", str(primary.port))
+    try:
+        replica.start()
+        with redis.Redis(port=replica.port, socket_timeout=5) as client:
+            until_sync(lambda: _in_sync(client), 30, "the replica in sync")
+    except BaseException:
+        replica.stop()
+        primary.stop()
+        raise
+    return primary, replica
+
+
+class SentinelProcess(RedisProcess):
+    """One `redis-server --sentinel` child watching `service` on a primary (quorum 2)."""
+
+    def __init__(self, directory: Path, primary: RedisProcess, service: str, down_after_ms: int) -> None:
+        super().__init__(directory)
+        self.primary, self.service, self.down_after_ms = primary, service, down_after_ms
+
+    def start(self) -> SentinelProcess:
+        config = self.directory / "sentinel.conf"
+        # Sentinel rewrites its own config file (what it learns), so each has one of its own.
+        config.write_text(
+            f"port {self.port}\nbind 127.0.0.1\ndir {self.directory}\nlogfile sentinel.log\n"
+            f"sentinel monitor {self.service} 127.0.0.1 {self.primary.port} 2\n"
+            f"sentinel down-after-milliseconds {self.service} {self.down_after_ms}\n"
+            f"sentinel failover-timeout {self.service} 10000\n"
+        )
+        args = [find_redis_server(), str(config), "--sentinel"]
+        self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        wait_for_ping(self.port, self.process)
+        return self
+
+
+def start_sentinels(
+    root: Path, primary: RedisProcess, service: str, count: int = 3, down_after_ms: int = 1000
+) -> list[SentinelProcess]:
+    """`count` Sentinels watching `primary` as `service`, once each knows the others and the replica;
+    stop each when done."""
+    sentinels = [
+        SentinelProcess(root / f"sentinel{i}", primary, service, down_after_ms) for i in range(count)
+    ]
+    try:
+        for sentinel in sentinels:
+            sentinel.start()
+        clients = [redis.Redis(port=s.port, socket_timeout=5, decode_responses=True) for s in sentinels]
+        try:
+
+            def acquainted() -> bool:
+                for client in clients:
+                    state = command(client, "SENTINEL", "MASTER", service)
+                    if isinstance(state, list):
+                        state = dict(zip(state[::2], state[1::2], strict=True))
+                    if int(state["num-other-sentinels"]) < count - 1 or int(state["num-slaves"]) < 1:
+                        return False
+                return True
+
+            until_sync(acquainted, 30, "the Sentinels knowing each other and the replica")
+        finally:
+            for client in clients:
+                client.close()
+    except BaseException:
+        for sentinel in sentinels:
+            sentinel.stop()
+        raise
+    return sentinels

@@ -71,6 +71,7 @@ from server.store.redis.keys import (
     rate_key,
 )
 from server.store.redis.line import ScriptLine, retrieved
+from server.store.redis.sentinel import is_sentinel_url, parse_sentinel_url, sentinel_client
 
 Client = Redis | RedisCluster
 # A stream reply as redis-py parses it (responses are never decoded: envelopes stay bytes).
@@ -106,6 +107,18 @@ _FULL = "OOM command not allowed"
 
 
 _DRIVER_ERRORS: tuple[type[BaseException], ...] = (*_UNAVAILABLE, rx.RedisError)
+
+# What `accepted` waits for (ORCHESTRA_ACK): the append script's reply; a replica's copy too (WAIT); a
+# replica's copy on its disk too (WAITAOF, Redis 7.2 and later).
+ACK_LEVELS = ("primary", "replica", "replica_fsync")
+ACK_TIMEOUT_MS = 500
+# Published before each round's wait: a round of repeats only writes nothing, yet its first outcome must
+# be on a replica before it is answered; a publish is replicated, after the first write in the stream.
+ACK_CHANNEL = "orchestra:acked"
+
+
+class AckLevelRefused(ValueError):
+    """The acknowledgement level cannot be had from this Redis (the node does not start)."""
 
 
 class _boundary:  # noqa: N801 - used as `async with _boundary(...)`, like the function it replaced
@@ -216,6 +229,8 @@ class RedisEventStore:
         timeout: float = COMMAND_TIMEOUT,
         line: ScriptLine | None = None,
         reads: ScriptLine | None = None,
+        ack: str = "primary",
+        ack_timeout_ms: int = ACK_TIMEOUT_MS,
     ) -> None:
         """Use `client` for commands and `tail_client` (its own pool) for blocking reads. On a standalone
         Redis (see server.store.redis.line), scripts (appends, creates, the index, presence) go over `line`
@@ -223,7 +238,19 @@ class RedisEventStore:
         append. Without them, everything goes over `client`.
 
         A blocking read that gets no answer within `block_ms` plus `timeout` counts as unavailable.
+        With `ack` above "primary", each round of appends waits up to `ack_timeout_ms` for a replica.
         """
+        if ack not in ACK_LEVELS:
+            raise AckLevelRefused(f"unknown acknowledgement level {ack!r}: one of {', '.join(ACK_LEVELS)}")
+        if ack_timeout_ms < 1:
+            raise AckLevelRefused("the acknowledgement timeout is at least 1 ms")
+        self._ack = ack
+        self._ack_wait: tuple[str | int, ...] | None = {
+            "primary": None,
+            "replica": ("WAIT", 1, ack_timeout_ms),
+            "replica_fsync": ("WAITAOF", 1, 1, ack_timeout_ms),
+        }[ack]
+        self._ack_timeout = ack_timeout_ms / 1000
         self._client = client
         self._line = line
         self._reads = reads
@@ -268,13 +295,34 @@ class RedisEventStore:
         timeout: float = COMMAND_TIMEOUT,
         block_ms: int = BLOCK_MS,
         pool_size: int = POOL_SIZE,
+        ack: str = "primary",
+        ack_timeout_ms: int = ACK_TIMEOUT_MS,
     ) -> RedisEventStore:
-        """Connect to redis://, rediss:// or unix:// `url`; Cluster mode is detected when `cluster` is None.
+        """Connect to redis://, rediss:// or unix:// `url`, or through Sentinels to the primary a
+        redis+sentinel:// `url` names (server.store.redis.sentinel); Cluster mode is detected when
+        `cluster` is None.
 
         At most `pool_size` command calls (per Cluster node) run at once; the others wait for a connection.
+        `ack` is what an append waits for (ACK_LEVELS), `ack_timeout_ms` how long.
 
-        Raises: StoreUnavailable when detection cannot reach Redis.
+        Raises: StoreUnavailable when detection cannot reach Redis; AckLevelRefused when this Redis cannot
+        give `ack` (a Cluster, for now, above "primary"; WAITAOF before Redis 7.2, or without AOF);
+        SentinelUrlError.
         """
+        if is_sentinel_url(url):
+            address = parse_sentinel_url(url)
+            store = cls(
+                sentinel_client(address, timeout, max_connections=max(pool_size, TAIL_CONNECTIONS)),
+                sentinel_client(address, timeout, max_connections=TAIL_CONNECTIONS),
+                block_ms=block_ms,
+                timeout=timeout,
+                ack=ack,
+                ack_timeout_ms=ack_timeout_ms,
+            )
+            for command in RAW_READS:
+                store.client.set_response_callback(command, _as_sent)
+                store._tail_client.set_response_callback(command, _as_sent)
+            return await store._checked_ack()
         if cluster is None:
             cluster = await _is_cluster(url, timeout)
         line = None if cluster else ScriptLine.for_url(url, timeout)
@@ -282,14 +330,43 @@ class RedisEventStore:
         # Neither client has a socket timeout: `_boundary` bounds every call instead (see there). Without
         # one, redis-py also writes without asyncio.wait_for, which on Python 3.11 can swallow a
         # cancellation (cpython gh-86296) and hold a cancelled tail for a whole BLOCK.
-        return cls(
+        store = cls(
             _connect(url, cluster, timeout, max_connections=pool_size, wait=True),
             _connect(url, cluster, timeout, max_connections=TAIL_CONNECTIONS),
             block_ms=block_ms,
             timeout=timeout,
             line=line,
             reads=reads,
+            ack=ack,
+            ack_timeout_ms=ack_timeout_ms,
         )
+        return await store._checked_ack()
+
+    async def _checked_ack(self) -> RedisEventStore:
+        """This store, once its Redis is known to give its acknowledgement level (closed, and
+        AckLevelRefused raised, when not)."""
+        try:
+            if self._ack != "primary" and self._cluster:
+                raise AckLevelRefused(
+                    f"ORCHESTRA_ACK={self._ack} is not supported on a Redis Cluster: only 'primary' is"
+                )
+            if self._ack == "replica_fsync":
+                version = await self.server_version()
+                if _version_tuple(version) < (7, 2):
+                    raise AckLevelRefused(
+                        f"ORCHESTRA_ACK=replica_fsync needs WAITAOF, Redis 7.2 or later; this Redis is "
+                        f"{version}: use 'replica', or upgrade Redis"
+                    )
+                async with _boundary(self._timeout):
+                    persistence = await self._client.info("persistence")
+                if not int(persistence.get("aof_enabled", 0)):
+                    raise AckLevelRefused(
+                        "ORCHESTRA_ACK=replica_fsync needs the primary's append-only file (appendonly yes)"
+                    )
+        except BaseException:
+            await self.close()
+            raise
+        return self
 
     @property
     def client(self) -> Client:
@@ -381,10 +458,18 @@ class RedisEventStore:
             every = list(range(len(batch)))
             keys, args = self._append_many_call(batch, every, 3)
             try:
-                replies = await self._script(self._append_many, keys, args)
+                if self._ack_wait is None:
+                    replies = await self._script(self._append_many, keys, args)
+                else:
+                    replies, copies = await self._script_acked(keys, args)
             except StoreError as exc:
                 return [exc for _ in batch]
-            return self._results(batch, every, replies)
+            answers = self._results(batch, every, replies)
+            if self._ack_wait is not None and copies < 1:
+                # Written on the primary, maybe: a retry with the same key gets the first outcome.
+                missed = StoreUnavailable(f"redis: no replica had the append within {self._ack_timeout} s")
+                return [missed if isinstance(answer, Appended) else answer for answer in answers]
+            return answers
         by_game: dict[str, list[int]] = {}
         for index, item in enumerate(batch):
             by_game.setdefault(item.game_id, []).append(index)
@@ -456,6 +541,35 @@ class RedisEventStore:
             return await self._line.script(script.sha, source, keys, args, self._timeout)
         except _DRIVER_ERRORS as exc:
             raise _translate(exc, game_id, expected) from exc
+
+    async def _script_acked(self, keys: Sequence[str], args: Sequence[bytes | str | int]) -> tuple[Any, int]:
+        """APPEND_MANY's replies, then the publish and the wait of the ack level on the same connection;
+        and how many replicas have the round (errors the port's)."""
+        assert self._ack_wait is not None
+        then = [("PUBLISH", ACK_CHANNEL, 0), self._ack_wait]
+        timeout = self._timeout + self._ack_timeout
+        try:
+            if self._line is not None:
+                source = cast(str, self._append_many.script)
+                replies, (_, waited) = await self._line.script_then(
+                    self._append_many.sha, source, keys, args, then, timeout
+                )
+            else:
+                # A pipeline sends its commands on one connection.
+                pipe = cast(Redis, self._client).pipeline(transaction=False)
+                pipe.eval(APPEND_MANY, len(keys), *keys, *args)
+                for command in then:
+                    pipe.execute_command(*command)
+                async with _boundary(timeout):
+                    replies, _, waited = await pipe.execute(raise_on_error=False)
+            for reply in (replies, waited):
+                if isinstance(reply, BaseException):
+                    raise reply
+        except _DRIVER_ERRORS as exc:
+            raise _translate(exc) from exc
+        # WAIT answers the replicas that have it; WAITAOF [local fsyncs, replica fsyncs].
+        copies = int(waited[1]) if isinstance(waited, list) else int(waited)
+        return replies, copies
 
     async def outcome(self, game_id: str, command_key: str) -> Appended | None:
         """The recorded outcome of an accepted command key (duplicate=True), or None.
@@ -781,6 +895,17 @@ class RedisEventStore:
                     async with asyncio.timeout(self._timeout):
                         await client.initialize()
             await client.aclose()
+            manager = getattr(getattr(client, "connection_pool", None), "sentinel_manager", None)
+            if manager is not None:  # the Sentinels' own connections (server.store.redis.sentinel)
+                await manager.aclose()
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    """(7, 0, 15) of "7.0.15"; () of what is no version."""
+    try:
+        return tuple(int(part) for part in text.split("."))
+    except ValueError:
+        return ()
 
 
 def _hash(reply: Any) -> dict[bytes, bytes]:

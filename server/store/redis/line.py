@@ -129,6 +129,46 @@ class ScriptLine:
             reply = await self._call(("EVAL", source, len(keys), *keys, *args), bound)
         return _checked(reply)
 
+    async def script_then(
+        self,
+        sha: str,
+        source: str,
+        keys: Sequence[Arg],
+        args: Sequence[Arg],
+        then: Sequence[Sequence[Arg]],
+        timeout: float,
+    ) -> tuple[Any, list[Any]]:
+        """As `script`, with the commands `then` written right behind it on the same connection: the
+        script's reply and theirs (error replies as exceptions, not raised).
+
+        Same connection is the point: WAIT and WAITAOF wait for the writes of the connection they run on.
+        A connection lost is made again and the whole sent once more (the script answers a repeat with
+        its first outcome).
+        """
+        bound = _Bound(asyncio.get_running_loop(), timeout)
+        evalsha: tuple[Arg, ...] = ("EVALSHA", sha, len(keys), *keys, *args)
+        try:
+            replies = await self._calls((evalsha, *then), bound)
+        except rx.ConnectionError:
+            await asyncio.sleep(RETRY_PAUSE)
+            replies = await self._calls((evalsha, *then), bound)
+        if isinstance(replies[0], hiredis.ReplyError) and str(replies[0]).startswith("NOSCRIPT"):
+            replies = await self._calls((("EVAL", source, len(keys), *keys, *args), *then), bound)
+        rest = [error_of(str(r)) if isinstance(r, hiredis.ReplyError) else r for r in replies[1:]]
+        return _checked(replies[0]), rest
+
+    async def _calls(self, commands: Sequence[Sequence[Arg]], bound: _Bound) -> list[Any]:
+        # Written in one turn of the loop on one protocol: the same connection, in this order.
+        protocol = self._protocol
+        if protocol is None or protocol.lost:
+            protocol = await self._connected(bound)
+        futures = [protocol.call(_pack(command)) for command in commands]
+        timer = bound.loop.call_at(bound.deadline, _expire, futures[-1], protocol, bound.timeout)
+        try:
+            return [await future for future in futures]
+        finally:
+            timer.cancel()
+
     async def command(self, command: Sequence[Arg], timeout: float) -> Any:
         """The reply of one Redis command, within `timeout` s, as Redis sent it (hiredis's types: a hash
         is a flat list of fields and values, a stream entry a list of its id and fields).

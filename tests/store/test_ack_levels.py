@@ -1,0 +1,147 @@
+"""ORCHESTRA_ACK on a real primary and replica: `replica` accepts what a replica has, answers unavailable
+within its timeout what no replica took (written on the primary all the same), and the command's retry
+gets its first outcome; `replica_fsync` is refused, in words, by a Redis before 7.2, and any level above
+`primary` by a Cluster."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from domain import Place, RepairToken
+from server.engine.games import Games
+from server.store import StoreUnavailable
+from server.store.redis import AckLevelRefused, RedisEventStore
+from server.store.redis.keys import events_key
+from tests.support.appends import append
+from tests.support.redis import RedisProcess, bounded, new_id, start_replicated, stream_entries
+
+pytestmark = pytest.mark.integration
+
+ACK_TIMEOUT_MS = 300
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> Iterator[tuple[RedisProcess, RedisProcess]]:
+    """A primary and its replica, in sync."""
+    primary, replica = start_replicated(tmp_path)
+    try:
+        yield primary, replica
+    finally:
+        for node in (replica, primary):
+            if node.process is not None:
+                node.process.send_signal(signal.SIGCONT)
+            node.stop()
+
+
+def _paused(node: RedisProcess) -> None:
+    assert node.process is not None
+    node.process.send_signal(signal.SIGSTOP)
+
+
+def _resumed(node: RedisProcess) -> None:
+    assert node.process is not None
+    node.process.send_signal(signal.SIGCONT)
+
+
+def _place(seat: int, id: str) -> Place:
+    return Place(seat=seat, id=id, token=RepairToken("winds"), space="oboe")
+
+
+async def test_replica_level_accepts_what_the_replica_holds(pair: tuple[RedisProcess, RedisProcess]) -> None:
+    primary, replica = pair
+    store = await bounded(RedisEventStore.from_url(primary.url, ack="replica", ack_timeout_ms=ACK_TIMEOUT_MS))
+    try:
+        game_id = new_id()
+        await bounded(store.create(game_id, b"1", {}))
+        landed = await bounded(append(store, game_id, 1, [b"2", b"3"], "k1"))
+        assert (landed.first, landed.last, landed.duplicate) == (2, 3, False)
+        # Accepted means the replica had it when the answer came: no wait needed to read it there.
+        with redis.Redis(port=replica.port) as client:
+            assert [entry_id for entry_id, _ in stream_entries(client, events_key(game_id))] == [
+                b"0-1",
+                b"0-2",
+                b"0-3",
+            ]
+    finally:
+        await bounded(store.close())
+
+
+async def test_an_append_no_replica_took_is_unavailable_and_its_retry_gets_the_first_outcome(
+    pair: tuple[RedisProcess, RedisProcess],
+) -> None:
+    primary, replica = pair
+    store = await bounded(RedisEventStore.from_url(primary.url, ack="replica", ack_timeout_ms=ACK_TIMEOUT_MS))
+    try:
+        game_id = new_id()
+        await bounded(store.create(game_id, b"1", {}))
+        _paused(replica)
+        try:
+            started = time.monotonic()
+            with pytest.raises(StoreUnavailable, match="no replica"):
+                await bounded(append(store, game_id, 1, [b"2"], "k1"))
+            # Within the timeout (and the machine's slack), not the command timeout.
+            assert time.monotonic() - started < ACK_TIMEOUT_MS / 1000 + 1.5
+            # It was written on the primary all the same.
+            with redis.Redis(port=primary.port) as client:
+                assert len(stream_entries(client, events_key(game_id))) == 2
+            # A retry that only repeats is not accepted either while no replica takes the round.
+            with pytest.raises(StoreUnavailable):
+                await bounded(append(store, game_id, 1, [b"2"], "k1"))
+        finally:
+            _resumed(replica)
+        retried = await bounded(append(store, game_id, 1, [b"2"], "k1"), 10)
+        assert (retried.first, retried.last, retried.duplicate) == (2, 2, True)
+        assert [record.data for record in await bounded(store.read(game_id))] == [b"1", b"2"]
+    finally:
+        await bounded(store.close())
+
+
+async def test_a_game_command_no_replica_took_answers_unavailable_and_its_retry_the_first_outcome(
+    pair: tuple[RedisProcess, RedisProcess],
+) -> None:
+    """Through the engine, as the websocket route submits commands: the owner's round waits once."""
+    primary, replica = pair
+    store = await bounded(RedisEventStore.from_url(primary.url, ack="replica", ack_timeout_ms=ACK_TIMEOUT_MS))
+    games = Games(store)
+    try:
+        game_id = (await bounded(games.create(["Ada", "Ben", "Cy"]))).game_id
+        assert (await bounded(games.handle(game_id, _place(0, "first")))).version == 2
+        _paused(replica)
+        try:
+            with pytest.raises(StoreUnavailable):
+                await bounded(games.handle(game_id, _place(1, "second")), 10)
+        finally:
+            _resumed(replica)
+        outcome = await bounded(games.handle(game_id, _place(1, "second")), 10)
+        assert outcome.version == 3
+        assert len(await bounded(store.read(game_id))) == 3
+        # The game goes on from what the stream holds.
+        assert (await bounded(games.handle(game_id, _place(2, "third")), 10)).version == 4
+    finally:
+        await games.close()
+        await bounded(store.close())
+
+
+async def test_replica_fsync_is_refused_by_a_redis_before_7_2(
+    pair: tuple[RedisProcess, RedisProcess],
+) -> None:
+    primary, _ = pair
+    with redis.Redis(port=primary.port) as client:
+        version = str(client.info("server")["redis_version"])
+    if tuple(int(part) for part in version.split(".")[:2]) >= (7, 2):
+        pytest.fail(f"this machine's redis-server is {version}: the refusal needs one before 7.2")
+    with pytest.raises(AckLevelRefused, match=r"WAITAOF, Redis 7\.2 or later; this Redis is 7"):
+        await bounded(RedisEventStore.from_url(primary.url, ack="replica_fsync"))
+
+
+async def test_an_unknown_level_and_a_cluster_are_refused(cluster_url: str) -> None:
+    with pytest.raises(AckLevelRefused, match="unknown acknowledgement level 'disk'"):
+        await bounded(RedisEventStore.from_url(cluster_url, ack="disk"))
+    with pytest.raises(AckLevelRefused, match="not supported on a Redis Cluster"):
+        await bounded(RedisEventStore.from_url(cluster_url, ack="replica"))
