@@ -234,6 +234,7 @@ RANKS: tuple[tuple[str, ...], ...] = (
     ("server.store",),
     ("server.config", "server.connections", "server.metrics"),
     ("server.engine",),
+    ("server.records",),
     ("server.compat",),
     ("server.web",),
     ("server.ops",),

@@ -240,6 +240,10 @@ def _parser() -> argparse.ArgumentParser:
     _store_options(restore)
     _key_options(restore, data_dir=False)
     restore.set_defaults(run=_import)
+
+    from server.ops import records_command
+
+    records_command.add_parser(sub)
     return parser
 
 

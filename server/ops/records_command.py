@@ -1,0 +1,67 @@
+"""`orchestra records`: the records projector on the store of --redis-url or of the data dir."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+from server.ops.embedded_redis import URL_NAME, EmbeddedRedisError
+from server.ops.local_store import LocalStoreError, opened
+from server.ops.progress import INTERRUPTED
+from server.records.database import open_records
+from server.records.runner import run
+from server.store import StoreError
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register the `records` command."""
+    records = sub.add_parser(
+        "records",
+        help="project every game's result into the records database (the club records' projector)",
+        description="Follow every game's stream (and archived games' files) into the records database: "
+        "SQLite in the data dir (records.sqlite3), or ORCHESTRA_RECORDS_URL / --records-url "
+        "(postgresql://..., sqlite:///path). One projector writes at a time, held by a lease in Redis; "
+        "start more for availability. With --once, stop when caught up.",
+    )
+    records.add_argument("--redis-url", help="the Redis holding the games (default: the embedded one)")
+    records.add_argument("--data-dir", type=Path, default=Path("var"), help="the data dir (default ./var)")
+    records.add_argument("--records-url", help="the records database (default: SQLite in the data dir)")
+    records.add_argument("--archives", type=Path, metavar="DIR", help="a folder of archived games' files")
+    records.add_argument("--interval", type=float, default=1.0, help="seconds between passes (default 1)")
+    records.add_argument("--once", action="store_true", help="stop once caught up")
+    records.set_defaults(run=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run the projector; its exit status."""
+    url = args.records_url or os.environ.get("ORCHESTRA_RECORDS_URL")
+    try:
+        database = open_records(url, args.data_dir)
+    except (ValueError, RuntimeError, OSError) as exc:
+        print(f"orchestra: {exc}", file=sys.stderr)
+        return 2
+
+    async def project() -> int:
+        async with opened(args.redis_url, args.data_dir) as local:
+            return await run(
+                local.lease,
+                lambda: args.redis_url or (args.data_dir / URL_NAME).read_text().strip(),
+                database,
+                archives=args.archives,
+                interval=args.interval,
+                once=args.once,
+                say=lambda text: print(f"orchestra: {text}", file=sys.stderr, flush=True),
+            )
+
+    try:
+        return asyncio.run(project())
+    except (LocalStoreError, StoreError, EmbeddedRedisError) as exc:
+        print(f"orchestra: {exc}", file=sys.stderr)
+        return 1
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        return INTERRUPTED
+    finally:
+        database.close()

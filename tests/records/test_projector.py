@@ -1,0 +1,169 @@
+"""The records projector against a real server's Redis and a real SQLite file: its rows equal what each
+game's GET /games/{id} says, it resumes from its positions, and it reads archived games' files."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from projections.records import players
+from server.protocol.envelope import Envelope, encode
+from server.records.database import GameQuery, sqlite_records
+from server.records.projector import Projector
+from server.store.redis import RedisEventStore
+from tests.records.games import events, expected_seats, play
+from tests.records.play import Played, expected_row, play_game
+from tests.support.redis import RedisProcess
+from tests.support.servers import ServerProcess
+
+pytestmark = pytest.mark.integration
+
+
+def rows_of(path: Path, played: list[Played]) -> list[dict[str, object]]:
+    """Every ended game the records hold (private ones too), by id."""
+    database = sqlite_records(path)
+    try:
+        shown = tuple(p.game_id for p in played)
+        found = database.games(GameQuery(limit=200, shown=shown))
+    finally:
+        database.close()
+    return sorted((msgspec.json.decode(msgspec.json.encode(r)) for r in found), key=lambda r: r["game_id"])
+
+
+async def expected(url: str, played: list[Played]) -> list[dict[str, object]]:
+    rows = [await expected_row(url, p) for p in played if p.ended]
+    return sorted(rows, key=lambda r: str(r["game_id"]))
+
+
+async def project(redis_url: str, path: Path, archives: Path | None = None) -> Projector:
+    store = await RedisEventStore.from_url(redis_url)
+    database = sqlite_records(path)
+    try:
+        projector = Projector(database, archives)
+        await projector.catch_up(store)
+        return projector
+    finally:
+        database.close()
+        await store.close()
+
+
+async def test_the_rows_equal_each_games_final_view_and_unended_games_have_none(
+    own_redis: RedisProcess, start_server: Callable[..., ServerProcess], tmp_path: Path
+) -> None:
+    server = start_server(redis_url=own_redis.url)
+    rng = random.Random(43)
+    played = [await play_game(server.url, rng, end=n % 4 != 3) for n in range(12)]
+    projector = await project(own_redis.url, tmp_path / "records.sqlite3")
+    assert projector.lag.games_behind == 12
+    assert rows_of(tmp_path / "records.sqlite3", played) == await expected(server.url, played)
+    assert len(rows_of(tmp_path / "records.sqlite3", played)) == 9
+
+
+async def test_a_restarted_projector_folds_only_what_came_after_its_positions(
+    own_redis: RedisProcess, start_server: Callable[..., ServerProcess], tmp_path: Path
+) -> None:
+    server = start_server(redis_url=own_redis.url)
+    rng = random.Random(7)
+    first = [await play_game(server.url, rng) for _ in range(3)]
+    path = tmp_path / "records.sqlite3"
+    await project(own_redis.url, path)
+    again = await project(own_redis.url, path)
+    assert again.lag.games_behind == 0 and again.lag.caught_up
+    later = [await play_game(server.url, rng) for _ in range(2)]
+    resumed = await project(own_redis.url, path)
+    assert resumed.lag.games_behind == 2
+    assert rows_of(path, first + later) == await expected(server.url, first + later)
+
+
+async def test_players_and_standings_in_the_database_equal_the_pure_fold(
+    own_redis: RedisProcess, start_server: Callable[..., ServerProcess], tmp_path: Path
+) -> None:
+    server = start_server(redis_url=own_redis.url)
+    rng = random.Random(11)
+    played = [await play_game(server.url, rng) for _ in range(8)]
+    path = tmp_path / "records.sqlite3"
+    await project(own_redis.url, path)
+    database = sqlite_records(path)
+    try:
+        results = database.games(GameQuery(limit=200, shown=tuple(p.game_id for p in played)))
+        folded = players(results)
+        assert sorted(database.players(None, None), key=lambda r: r.name.casefold()) == sorted(
+            folded.values(), key=lambda r: r.name.casefold()
+        )
+        assert database.player("ADA") == folded.get("ada")
+        assert database.player("nobody") is None
+    finally:
+        database.close()
+
+
+async def test_private_games_are_left_out_unless_shown(
+    own_redis: RedisProcess, start_server: Callable[..., ServerProcess], tmp_path: Path
+) -> None:
+    server = start_server(redis_url=own_redis.url)
+    rng = random.Random(5)
+    played = [await play_game(server.url, rng) for _ in range(10)]
+    path = tmp_path / "records.sqlite3"
+    await project(own_redis.url, path)
+    database = sqlite_records(path)
+    try:
+        public = {r.game_id for r in database.games(GameQuery(limit=200))}
+    finally:
+        database.close()
+    assert public == {p.game_id for p in played if p.token is None}
+    assert any(p.token is not None for p in played)
+
+
+async def test_an_archived_game_is_read_from_its_file(tmp_path: Path) -> None:
+    # A game's envelopes as an archive holds them, then a line that is no envelope (as its trailer).
+    log, _ = events(play(random.Random(9), "arch1"))
+    lines = [
+        encode(Envelope("arch1", n, f"2026-01-01T00:00:{n:02d}.000Z", None, None, event))
+        for n, event in enumerate(log, 1)
+    ]
+    archives = tmp_path / "archives"
+    archives.mkdir()
+    (archives / "arch1.ndjson").write_bytes(b"\n".join([*lines, b'{"type": "trailer"}']) + b"\n")
+
+    class NoGames:
+        async def games(self) -> list[str]:
+            return []
+
+        async def read(self, game_id: str, after: int = 0, until: int | None = None) -> list[object]:
+            raise AssertionError("an archived game is not read from the store")
+
+    database = sqlite_records(tmp_path / "r.sqlite3")
+    try:
+        projector = Projector(database, archives)
+        assert await projector.catch_up(NoGames()) == 1  # type: ignore[arg-type]
+        assert await projector.catch_up(NoGames()) == 0  # type: ignore[arg-type]
+        [game] = database.games(GameQuery(shown=("arch1",)))
+        assert [(s.seat, s.name, s.prestige, s.rank) for s in game.seats] == expected_seats(log)
+    finally:
+        database.close()
+
+
+def test_a_failed_save_leaves_neither_rows_nor_position(tmp_path: Path) -> None:
+    from domain import STANDARD, GameCreated, GameEnded, Rank, Score
+    from projections.records import step
+
+    progress = step(None, 1, "2026-01-01T00:00:00.000Z", GameCreated("g", ("Ada",), STANDARD))
+    progress = step(
+        progress, 2, "2026-01-01T00:01:00.000Z", GameEnded(0, (Score(0, (), 0, {}),), (Rank(0, 1, 0),))
+    )
+    assert progress is not None and progress.result is not None
+    broken = msgspec.structs.replace(
+        progress, result=msgspec.structs.replace(progress.result, seats=(*progress.result.seats,) * 2)
+    )
+    database = sqlite_records(tmp_path / "r.sqlite3")
+    try:
+        with pytest.raises(Exception, match="UNIQUE"):
+            database.save(broken)  # the second seat row breaks the key: the whole save rolls back
+        assert database.positions() == {} and database.games(GameQuery()) == []
+        database.save(progress)
+        assert list(database.positions()) == ["g"] and len(database.games(GameQuery())) == 1
+    finally:
+        database.close()
