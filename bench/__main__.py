@@ -20,6 +20,8 @@
     python -m bench gamelist [--quick]        GET /games with 5,000 private games vs none
     python -m bench wall [--quick]            the wall feed's bytes and a node's CPU per change
     python -m bench archive [--quick]         1,000 finished games archived and imported back vs a plain dump
+    python -m bench faults [--quick]          faults on a schedule (Redis Cluster failovers, nodes killed);
+                                              every client's history judged by bench/history.py
     python -m bench plot [--quick]            docs/*.png from the results of load and scaling
     python -m bench generator --start ours --games 20 --players 3 --spectators 5 --duration 10
                                               the generic load generator the others drive
@@ -55,6 +57,7 @@ BENCHMARKS = {
     "wall": "bench.wall",
     "plot": "bench.plot",
     "generator": "bench.generator",
+    "faults": "bench.faults",
 }
 
 

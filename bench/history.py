@@ -304,17 +304,27 @@ def _fault_after(faults: Sequence[Fault], at: float) -> str:
 
 
 def outages(histories: Sequence[ClientHistory], faults: Sequence[Fault]) -> dict[str, float]:
-    """Per fault, the longest time without an accepted answer, from its start to the next fault's."""
-    times = sorted(
-        r.at for h in histories for r in h.records if isinstance(r, Answered) and r.outcome == "accepted"
-    )
+    """Per fault, the longest time a game went without an accepted answer, from the fault's start to the
+    next fault's (a fault stalls the games of one master, not all)."""
+    by_game: dict[str, list[float]] = defaultdict(list)
+    for history in histories:
+        for r in history.records:
+            if isinstance(r, Answered) and r.outcome == "accepted":
+                by_game[history.game_id].append(r.at)
     ordered = sorted(faults, key=lambda f: f.start)
     result: dict[str, float] = {}
     for index, fault in enumerate(ordered):
-        until = ordered[index + 1].start if index + 1 < len(ordered) else (times[-1] if times else fault.end)
-        inside = [t for t in times if fault.start <= t <= until]
-        marks = [fault.start, *inside]
-        if not inside:
-            marks.append(max(until, fault.end))
-        result[fault.name] = max(b - a for a, b in zip(marks, marks[1:], strict=False))
+        following = ordered[index + 1].start if index + 1 < len(ordered) else None
+        result[fault.name] = max(
+            (_longest_gap(sorted(times), fault, following) for times in by_game.values()), default=0.0
+        )
     return result
+
+
+def _longest_gap(times: list[float], fault: Fault, following: float | None) -> float:
+    until = following if following is not None else (times[-1] if times else fault.end)
+    inside = [t for t in times if fault.start <= t <= until]
+    marks = [fault.start, *inside]
+    if not inside:
+        marks.append(max(until, fault.end))
+    return max(b - a for a, b in zip(marks, marks[1:], strict=False))

@@ -169,3 +169,15 @@ def test_seconds_without_service_per_fault() -> None:
         round(outage["stop_primary#0"], 3) == 1.0
     )  # 1.5 -> 2.2, 2.2 -> 3.2, 3.2 -> 4.0 (cut at the next fault)
     assert round(outage["kill_node#1"], 3) == 1.0  # 4.0 -> 4.2 -> 5.2
+
+
+def test_seconds_without_service_are_those_of_the_game_stalled_longest() -> None:
+    stream = _stream(6)
+    steady = _player(stream)  # an answer every second
+    stalled = ClientHistory(
+        "q", "g2", "replica", [Answered("q1", "accepted", 2, 0.5), Answered("q2", "accepted", 3, 4.5)]
+    )
+    outage = check(
+        [steady, stalled], {GAME: stream, "g2": []}, [Fault("kill_master#0", 1.0, 2.0)]
+    ).outage_by_fault
+    assert round(outage["kill_master#0"], 3) == 3.5  # g2: 1.0 -> 4.5

@@ -1,0 +1,358 @@
+"""Faults on a schedule against a Redis Cluster and several server nodes, every client's history judged.
+
+A 3-primary, 3-replica Redis Cluster and `--nodes` server nodes (child processes) start on this machine;
+`--games` games are played, each by two players on two different nodes and followed by a spectator on a
+third, every command with its own id (retried with the same id after `unavailable`). Meanwhile, one at a
+time and each bounded in time, faults from `--faults`:
+
+    kill_master    kill -9 of a Cluster master; it comes back as a replica
+    kill_node      kill -9 of a server node; it starts again on the same port
+    stop_master    SIGSTOP of a master past the Cluster's failover timeout, then SIGCONT
+
+Every send, answer, envelope received and close code is recorded; at the end each game's stream is read
+back and bench/history.py judges the lot. Printed and saved (bench/results/faults.json): the verdict,
+acknowledged commands lost per level and per fault, seconds without service per fault.
+
+    python -m bench faults [--quick] [--games 12] [--seconds 60] [--fault-count 6] [--nodes 3] [--ack primary]
+
+`--seconds` spreads the faults (one every seconds / (count + 1)); play goes on until the last one ended.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import os
+import random
+import signal
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import redis
+
+from bench.common import ServerProcess, free_port, say, write_result
+from bench.games import legal_placements
+from bench.history import (
+    Answered,
+    ClientHistory,
+    Closed,
+    Fault,
+    Received,
+    Sent,
+    StoredEnvelope,
+    Verdict,
+    check,
+    digest,
+)
+from orchestra_client import ConnectionRefused, GameClient, create_game, get_events
+from tests.support.redis import RedisProcess, start_cluster
+
+FAULTS = ("kill_master", "kill_node", "stop_master")
+MASTERS = 3
+# How long a master may be silent before its replica takes over: short, so a run sees many failovers,
+# yet long enough that a busy machine does not fail a master over by mistake.
+NODE_TIMEOUT_MS = 2000
+# Every fault ends within this (the Cluster healthy again, the node back), or the run says so.
+FAULT_BOUND = 30.0
+ANSWER_TIMEOUT = 15.0
+# Retries of one command after `unavailable` or no answer, before the game is given up as a problem.
+RETRIES = 200
+# Play goes on this long after the last fault has ended: each fault's outage is measured to its end.
+AFTER_LAST_FAULT = 3.0
+
+
+def now() -> float:
+    """The run's clock (monotonic seconds), shared by records and faults."""
+    return time.monotonic()
+
+
+class RecordingClient(GameClient):
+    """A GameClient that records every envelope it receives and every close, in order."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.history = ClientHistory("", self.game_id, "")
+
+    def _dispatch(self, frame: dict[str, Any]) -> None:
+        if frame.get("type") == "events":
+            for envelope in frame["envelopes"]:
+                record = Received(envelope["version"], digest(envelope), envelope.get("command_id"), now())
+                self.history.records.append(record)
+        super()._dispatch(frame)
+
+    async def _resume(self) -> bool:
+        self._note_close()
+        return await super()._resume()
+
+    def _ended(self) -> None:
+        if not self._closing:
+            self._note_close()
+        super()._ended()
+
+    def _note_close(self) -> None:
+        code = self.closed_with[0] if self.closed_with else None
+        self.history.records.append(Closed(code, now()))
+
+
+@dataclass
+class Run:
+    """The run's parts: the Cluster's nodes, the server nodes (by port), and what happened."""
+
+    redis_nodes: list[RedisProcess]
+    ports: list[int]
+    env: dict[str, str]
+    servers: dict[int, ServerProcess] = field(default_factory=dict)
+    faults: list[Fault] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    def start_node(self, port: int) -> ServerProcess:
+        server = ServerProcess("ours", self.redis_nodes[0].url, env=self.env, args=["--port", str(port)])
+        self.servers[port] = server
+        return server
+
+    def url(self, index: int) -> str:
+        return f"http://127.0.0.1:{self.ports[index % len(self.ports)]}"
+
+
+async def _play(run: Run, game_id: str, players: list[RecordingClient], stopping: asyncio.Event) -> None:
+    """The two players in turn until `stopping`, every command with its id, retried after `unavailable`."""
+    pairs = [(msgspec.to_builtins(token), space) for token, space in legal_placements()]
+    for turn in itertools.count():
+        if stopping.is_set():
+            return
+        player = players[turn % 2]
+        token, space = pairs[(turn * 7 + turn % 2) % len(pairs)]
+        frame = {"type": "place", "token": token, "space": space, "id": f"{game_id}-{turn}"}
+        for _ in range(RETRIES):
+            player.history.records.append(Sent(frame["id"], now()))
+            try:
+                answer = await player.send(frame, timeout=ANSWER_TIMEOUT)
+            except TimeoutError:
+                player.history.records.append(Answered(frame["id"], "timeout", 0, now()))
+                continue
+            except ConnectionRefused as exc:
+                player.history.records.append(Answered(frame["id"], f"closed {exc.code}", 0, now()))
+                run.problems.append(f"{game_id}: a player's session ended ({exc.code} {exc.reason})")
+                return
+            outcome = "accepted" if answer["type"] == "accepted" else answer.get("code", "?")
+            count = len(answer.get("events", ())) or 1
+            player.history.records.append(Answered(frame["id"], outcome, answer["version"], now(), count))
+            if outcome == "accepted":
+                break
+            if outcome not in ("unavailable", "store_full"):
+                run.problems.append(f"{game_id}: {frame['id']} answered {outcome}: {answer.get('message')}")
+                return
+            await asyncio.sleep(0.2)
+        else:
+            run.problems.append(f"{game_id}: {frame['id']} never accepted")
+            return
+        await asyncio.sleep(0.05)
+
+
+async def _open_game(run: Run, index: int, level: str) -> tuple[str, list[RecordingClient]]:
+    game = await create_game(run.url(index), ["Ada", "Ben"])
+    game_id = game["game_id"]
+    clients: list[RecordingClient] = []
+    for offset, token in enumerate([*(seat["token"] for seat in game["seats"]), None]):
+        client = await RecordingClient.connect(run.url(index + offset), game_id, token, timeout=30)
+        assert isinstance(client, RecordingClient)  # connect builds its own class
+        client.history.client = f"{game_id}/{'spectator' if token is None else f'seat{offset}'}"
+        client.history.level = level
+        clients.append(client)
+    return game_id, clients
+
+
+def _role(node: RedisProcess) -> str | None:
+    if node.process is None:
+        return None
+    try:
+        with redis.Redis(port=node.port, socket_timeout=1, socket_connect_timeout=1) as client:
+            return str(client.info("replication").get("role"))
+    except redis.RedisError:
+        return None
+
+
+def _cluster_healthy(nodes: list[RedisProcess]) -> bool:
+    """Every node up, each answering cluster_state:ok, MASTERS masters each with a replica in sync."""
+    roles = [_role(node) for node in nodes]
+    if roles.count("master") != MASTERS or roles.count("slave") != MASTERS:
+        return False
+    for node in nodes:
+        try:
+            with redis.Redis(port=node.port, socket_timeout=1) as client:
+                if client.cluster("INFO").get("cluster_state") != "ok":
+                    return False
+                info = client.info("replication")
+                if info.get("role") == "slave" and info.get("master_link_status") != "up":
+                    return False
+        except redis.RedisError:
+            return False
+    return True
+
+
+async def _wait(condition: Any, timeout: float) -> bool:
+    deadline = now() + timeout
+    while now() < deadline:
+        if await asyncio.to_thread(condition):
+            return True
+        await asyncio.sleep(0.2)
+    return False
+
+
+async def _fault(run: Run, kind: str, number: int, rng: random.Random) -> None:
+    name = f"{kind}#{number}"
+    start = now()
+    nodes = run.redis_nodes
+    masters = [node for node in nodes if _role(node) == "master"]
+    if kind in ("kill_master", "stop_master"):
+        victim = rng.choice(masters)
+        process = victim.process
+        assert process is not None
+        if kind == "kill_master":
+            victim.kill()
+            promoted = await _wait(lambda: sum(_role(n) == "master" for n in nodes) == MASTERS, FAULT_BOUND)
+            victim.start()
+        else:
+            process.send_signal(signal.SIGSTOP)
+            await asyncio.sleep(NODE_TIMEOUT_MS / 1000 * 2 + 1)
+            process.send_signal(signal.SIGCONT)
+            promoted = True
+        if not promoted:
+            run.problems.append(f"{name}: no replica promoted within {FAULT_BOUND} s")
+        if not await _wait(lambda: _cluster_healthy(nodes), FAULT_BOUND):
+            run.problems.append(f"{name}: the Cluster was not healthy again within {FAULT_BOUND} s")
+    elif kind == "kill_node":
+        port = rng.choice(run.ports)
+        run.servers[port].kill()
+        run.servers[port].stop()
+        await asyncio.sleep(1.0)
+        await asyncio.to_thread(run.start_node, port)
+    else:
+        raise ValueError(f"unknown fault {kind!r}")
+    run.faults.append(Fault(name, start, now()))
+    say(f"  {name}: {now() - start:.1f} s")
+
+
+async def _schedule(
+    run: Run, kinds: list[str], count: int, every: float, rng: random.Random, stopping: asyncio.Event
+) -> None:
+    """`count` faults, one at a time, `every` seconds apart (and at least `every` after the previous ended);
+    then play stops."""
+    for number in range(count):
+        await asyncio.sleep(every)
+        await _fault(run, kinds[number % len(kinds)], number, rng)
+    await asyncio.sleep(AFTER_LAST_FAULT)
+    stopping.set()
+
+
+async def _final_streams(run: Run, game_ids: list[str]) -> dict[str, list[StoredEnvelope]]:
+    streams = {}
+    for game_id in game_ids:
+        envelopes = await get_events(run.url(0), game_id)
+        streams[game_id] = [StoredEnvelope(e["version"], digest(e), e.get("command_id")) for e in envelopes]
+    return streams
+
+
+async def _main(args: argparse.Namespace) -> dict[str, Any]:
+    root = Path(tempfile.mkdtemp(prefix="bench-faults-"))
+    redis_nodes, _ = await asyncio.to_thread(
+        start_cluster, root, MASTERS, replicas=True, node_timeout_ms=NODE_TIMEOUT_MS
+    )
+    env = {"ORCHESTRA_REDIS_CLUSTER": "true"}
+    if args.ack != "primary":
+        env["ORCHESTRA_ACK"] = args.ack
+    run = Run(redis_nodes, [free_port() for _ in range(args.nodes)], env)
+    clients: list[RecordingClient] = []
+    try:
+        for port in run.ports:
+            await asyncio.to_thread(run.start_node, port)
+        say(f"faults: {len(redis_nodes)} Redis Cluster nodes, {args.nodes} server nodes, {args.games} games")
+        opened = [await _open_game(run, index, args.ack) for index in range(args.games)]
+        clients = [client for _, group in opened for client in group]
+        every = args.seconds / (args.fault_count + 1)
+        rng = random.Random(args.seed)
+        stopping = asyncio.Event()
+        schedule = _schedule(run, args.faults, args.fault_count, every, rng, stopping)
+        await asyncio.gather(
+            schedule, *(_play(run, game_id, group[:2], stopping) for game_id, group in opened)
+        )
+        # Every client follows its game to the end before the streams are read (a resume may be under way).
+        await asyncio.sleep(2.0)
+        streams = await _final_streams(run, [game_id for game_id, _ in opened])
+        histories = [c.history for c in clients]
+        verdict = check(histories, streams, run.faults)
+        return _report(args, run, verdict, histories, sum(len(s) for s in streams.values()))
+    finally:
+        for client in clients:
+            await client.close()
+        for server in run.servers.values():
+            server.stop()
+        for node in redis_nodes:
+            if node.process is not None:
+                os.kill(node.process.pid, signal.SIGCONT)
+            node.stop()
+
+
+def _report(
+    args: argparse.Namespace, run: Run, verdict: Verdict, histories: list[ClientHistory], envelopes: int
+) -> dict[str, Any]:
+    records = [r for h in histories for r in h.records]
+    return {
+        "quick": args.quick,
+        "setup": f"Redis Cluster {MASTERS}+{MASTERS}, {args.nodes} server nodes",
+        "ack": args.ack,
+        "games": args.games,
+        "seconds": args.seconds,
+        "faults": [{"name": f.name, "seconds": round(f.end - f.start, 2)} for f in run.faults],
+        "envelopes_stored": envelopes,
+        "envelopes_received": sum(isinstance(r, Received) for r in records),
+        "commands_sent": sum(isinstance(r, Sent) for r in records),
+        "answers": dict(Counter(r.outcome for r in records if isinstance(r, Answered))),
+        "closes": {
+            str(code): n for code, n in Counter(r.code for r in records if isinstance(r, Closed)).items()
+        },
+        "problems": run.problems,
+        "verdict": verdict.summary(),
+    }
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quick", action="store_true", help="a handful of games, two faults (for CI)")
+    parser.add_argument("--games", type=int, default=None, help="games played at once")
+    parser.add_argument("--seconds", type=float, default=None, help="the time the faults are spread over")
+    parser.add_argument("--nodes", type=int, default=3, help="server nodes")
+    parser.add_argument("--fault-count", type=int, default=None, help="faults in the run")
+    parser.add_argument(
+        "--faults",
+        type=lambda text: [k for k in text.split(",") if k],
+        default=list(FAULTS),
+        help=f"fault kinds, in turn (comma-separated, of {', '.join(FAULTS)})",
+    )
+    parser.add_argument("--ack", default="primary", help="ORCHESTRA_ACK of the nodes (primary: unset)")
+    parser.add_argument("--seed", type=int, default=42, help="which master or node each fault picks")
+
+
+def main(args: argparse.Namespace, argv: list[str]) -> int:
+    unknown = [kind for kind in args.faults if kind not in FAULTS]
+    if unknown:
+        raise SystemExit(f"unknown fault(s) {', '.join(unknown)}: choose among {', '.join(FAULTS)}")
+    args.games = args.games or (3 if args.quick else 12)
+    args.seconds = args.seconds or (12.0 if args.quick else 60.0)
+    args.fault_count = args.fault_count or (2 if args.quick else 6)
+    result = asyncio.run(_main(args))
+    path = write_result("faults", result, argv)
+    verdict = result["verdict"]
+    say(f"faults: {[f['name'] for f in result['faults']]}")
+    say(f"accepted {verdict['accepted']}, anomalies {verdict['anomalies'] or 'none'}, ok={verdict['ok']}")
+    say(f"lost per level {verdict['lost_by_level']}, per fault {verdict['lost_by_fault']}")
+    say(f"seconds without service per fault {verdict['outage_seconds_by_fault']}")
+    for problem in result["problems"][:10]:
+        say(f"  problem: {problem}")
+    say(f"written {path}")
+    return 0 if verdict["ok"] and not result["problems"] else 1

@@ -1,0 +1,60 @@
+"""`python -m bench faults --quick`: a real run (a Redis Cluster failing over, a server node killed) whose
+every client history the checker finds sound, with faults and commands recorded (no vacuous pass)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from server.ops.embedded_redis import find_redis_server
+
+ROOT = Path(__file__).resolve().parents[2]
+# A bound against a hang: the run itself takes well under a minute on an idle machine.
+TIMEOUT = 240
+
+
+def _has_redis() -> bool:
+    try:
+        find_redis_server()
+    except Exception:
+        return False
+    return True
+
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(not _has_redis(), reason="needs a redis-server binary"),
+]
+
+
+def test_a_quick_fault_run_keeps_every_acknowledged_command_and_every_history_a_prefix(
+    tmp_path: Path,
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRA_")}
+    env["BENCH_RESULTS_DIR"] = str(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "faults", "--quick"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    output = (done.stdout + done.stderr).decode(errors="replace")[-4000:]
+    result = json.loads((tmp_path / "faults.json").read_text())
+    verdict = result["verdict"]
+    assert done.returncode == 0, output
+    assert result["quick"] is True and result["problems"] == []
+    assert verdict["ok"] is True and verdict["anomalies"] == {}, verdict
+    # The run did what it says: both faults happened, and commands were sent, accepted and followed.
+    names = [fault["name"] for fault in result["faults"]]
+    assert names == ["kill_master#0", "kill_node#1"]
+    assert set(verdict["outage_seconds_by_fault"]) == set(names)
+    assert verdict["accepted"] >= 20 and result["envelopes_stored"] > verdict["accepted"]
+    assert result["envelopes_received"] >= 3 * verdict["accepted"]  # two players and a spectator each
+    assert result["commands_sent"] >= verdict["accepted"]
