@@ -31,6 +31,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     records.add_argument("--records-url", help="the records database (default: SQLite in the data dir)")
     records.add_argument("--archives", type=Path, metavar="DIR", help="a folder of archived games' files")
     records.add_argument("--interval", type=float, default=1.0, help="seconds between passes (default 1)")
+    records.add_argument(
+        "--lease-seconds",
+        type=float,
+        default=10.0,
+        help="how long the lease outlives a projector that stopped answering (default 10)",
+    )
     records.add_argument("--once", action="store_true", help="stop once caught up")
     records.set_defaults(run=main)
 
@@ -53,6 +59,7 @@ def main(args: argparse.Namespace) -> int:
                 archives=args.archives,
                 interval=args.interval,
                 once=args.once,
+                ttl=args.lease_seconds,
                 say=lambda text: print(f"orchestra: {text}", file=sys.stderr, flush=True),
             )
 
