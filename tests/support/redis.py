@@ -224,16 +224,25 @@ def start_replicated(root: Path, *extra: str) -> tuple[RedisProcess, RedisProces
     """A primary and its replica (`replicaof`, in sync) on loopback ports, each with `extra` options;
     stop both when done."""
     primary = RedisProcess(root / "primary", *extra).start()
-    replica = RedisProcess(root / "replica", *extra, "--replicaof", "127.0.0.1", str(primary.port))
+    try:
+        replica = start_replica(root / "replica", primary, *extra)
+    except BaseException:
+        primary.stop()
+        raise
+    return primary, replica
+
+
+def start_replica(directory: Path, primary: RedisProcess, *extra: str) -> RedisProcess:
+    """One more replica of `primary`, in sync; stop it when done."""
+    replica = RedisProcess(directory, *extra, "--replicaof", "127.0.0.1", str(primary.port))
     try:
         replica.start()
         with redis.Redis(port=replica.port, socket_timeout=5) as client:
             until_sync(lambda: _in_sync(client), 30, "the replica in sync")
     except BaseException:
         replica.stop()
-        primary.stop()
         raise
-    return primary, replica
+    return replica
 
 
 class SentinelProcess(RedisProcess):
@@ -259,10 +268,15 @@ class SentinelProcess(RedisProcess):
 
 
 def start_sentinels(
-    root: Path, primary: RedisProcess, service: str, count: int = 3, down_after_ms: int = 1000
+    root: Path,
+    primary: RedisProcess,
+    service: str,
+    count: int = 3,
+    down_after_ms: int = 1000,
+    replicas: int = 1,
 ) -> list[SentinelProcess]:
-    """`count` Sentinels watching `primary` as `service`, once each knows the others and the replica;
-    stop each when done."""
+    """`count` Sentinels watching `primary` as `service`, once each knows the others and the primary's
+    `replicas` replicas; stop each when done."""
     sentinels = [
         SentinelProcess(root / f"sentinel{i}", primary, service, down_after_ms) for i in range(count)
     ]
@@ -277,7 +291,7 @@ def start_sentinels(
                     state = command(client, "SENTINEL", "MASTER", service)
                     if isinstance(state, list):
                         state = dict(zip(state[::2], state[1::2], strict=True))
-                    if int(state["num-other-sentinels"]) < count - 1 or int(state["num-slaves"]) < 1:
+                    if int(state["num-other-sentinels"]) < count - 1 or int(state["num-slaves"]) < replicas:
                         return False
                 return True
 
