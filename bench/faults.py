@@ -1,19 +1,25 @@
-"""Faults on a schedule against a Redis Cluster and several server nodes, every client's history judged.
+"""Faults on a schedule against a replicated Redis and several server nodes, every client's history judged.
 
-A 3-primary, 3-replica Redis Cluster and `--nodes` server nodes (child processes) start on this machine;
+A Redis setup (`--setup cluster`: 3 primaries and 3 replicas; `--setup sentinel`: a primary, its replica
+and three Sentinels; bench/fault_setups.py) and `--nodes` server nodes (child processes) start on this
+machine;
 `--games` games are played, each by two players on two different nodes and followed by a spectator on a
 third, every command with its own id (retried with the same id after `unavailable`). Meanwhile, one at a
 time and each bounded in time, faults from `--faults`:
 
-    kill_master    kill -9 of a Cluster master; it comes back as a replica
+    kill_master    kill -9 of a primary; it comes back (empty) and is made a replica
     kill_node      kill -9 of a server node; it starts again on the same port
-    stop_master    SIGSTOP of a master past the Cluster's failover timeout, then SIGCONT
+    stop_master    SIGSTOP of a primary past the failover timeout, then SIGCONT (it wakes a primary no
+                   more: what it takes meanwhile must not count)
 
 Every send, answer, envelope received and close code is recorded; at the end each game's stream is read
 back and bench/history.py judges the lot. Printed and saved (bench/results/faults.json): the verdict,
 acknowledged commands lost per level and per fault, seconds without service per fault.
 
-    python -m bench faults [--quick] [--games 12] [--seconds 60] [--fault-count 6] [--nodes 3] [--ack primary]
+    python -m bench faults [--quick] [--setup cluster|sentinel] [--ack primary|replica|replica_fsync]
+                           [--games 12] [--seconds 60] [--fault-count 6] [--nodes 3]
+
+Levels above primary are refused on a Cluster (the nodes do not start): use them with --setup sentinel.
 
 `--seconds` spreads the faults (one every seconds / (count + 1)); play goes on until the last one ended.
 """
@@ -23,7 +29,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
-import os
 import random
 import signal
 import tempfile
@@ -34,9 +39,9 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-import redis
 
 from bench.common import ServerProcess, free_port, say, write_result
+from bench.fault_setups import ClusterSetup, SentinelSetup
 from bench.games import legal_placements
 from bench.history import (
     Answered,
@@ -51,13 +56,8 @@ from bench.history import (
     digest,
 )
 from orchestra_client import ConnectionRefused, GameClient, create_game, get_events
-from tests.support.redis import RedisProcess, start_cluster
 
 FAULTS = ("kill_master", "kill_node", "stop_master")
-MASTERS = 3
-# How long a master may be silent before its replica takes over: short, so a run sees many failovers,
-# yet long enough that a busy machine does not fail a master over by mistake.
-NODE_TIMEOUT_MS = 2000
 # Every fault ends within this (the Cluster healthy again, the node back), or the run says so.
 FAULT_BOUND = 30.0
 ANSWER_TIMEOUT = 15.0
@@ -100,19 +100,28 @@ class RecordingClient(GameClient):
         self.history.records.append(Closed(code, now()))
 
 
+Setup = ClusterSetup | SentinelSetup
+SETUPS: dict[str, type[ClusterSetup] | type[SentinelSetup]] = {
+    "cluster": ClusterSetup,
+    "sentinel": SentinelSetup,
+}
+
+
 @dataclass
 class Run:
-    """The run's parts: the Cluster's nodes, the server nodes (by port), and what happened."""
+    """The run's parts: the Redis setup, the server nodes (by port), and what happened."""
 
-    redis_nodes: list[RedisProcess]
+    setup: Setup
     ports: list[int]
     env: dict[str, str]
     servers: dict[int, ServerProcess] = field(default_factory=dict)
     faults: list[Fault] = field(default_factory=list)
+    failovers: dict[str, bool | None] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 
     def start_node(self, port: int) -> ServerProcess:
-        server = ServerProcess("ours", self.redis_nodes[0].url, env=self.env, args=["--port", str(port)])
+        """A server node on `port` (the same port again after a kill, so that its clients come back)."""
+        server = ServerProcess("ours", self.setup.url, env=self.env, args=["--port", str(port)])
         self.servers[port] = server
         return server
 
@@ -168,34 +177,6 @@ async def _open_game(run: Run, index: int, level: str) -> tuple[str, list[Record
     return game_id, clients
 
 
-def _role(node: RedisProcess) -> str | None:
-    if node.process is None:
-        return None
-    try:
-        with redis.Redis(port=node.port, socket_timeout=1, socket_connect_timeout=1) as client:
-            return str(client.info("replication").get("role"))
-    except redis.RedisError:
-        return None
-
-
-def _cluster_healthy(nodes: list[RedisProcess]) -> bool:
-    """Every node up, each answering cluster_state:ok, MASTERS masters each with a replica in sync."""
-    roles = [_role(node) for node in nodes]
-    if roles.count("master") != MASTERS or roles.count("slave") != MASTERS:
-        return False
-    for node in nodes:
-        try:
-            with redis.Redis(port=node.port, socket_timeout=1) as client:
-                if client.cluster("INFO").get("cluster_state") != "ok":
-                    return False
-                info = client.info("replication")
-                if info.get("role") == "slave" and info.get("master_link_status") != "up":
-                    return False
-        except redis.RedisError:
-            return False
-    return True
-
-
 async def _wait(condition: Any, timeout: float) -> bool:
     deadline = now() + timeout
     while now() < deadline:
@@ -208,25 +189,25 @@ async def _wait(condition: Any, timeout: float) -> bool:
 async def _fault(run: Run, kind: str, number: int, rng: random.Random) -> None:
     name = f"{kind}#{number}"
     start = now()
-    nodes = run.redis_nodes
-    masters = [node for node in nodes if _role(node) == "master"]
+    setup = run.setup
+    failed_over = None
     if kind in ("kill_master", "stop_master"):
-        victim = rng.choice(masters)
+        victim = rng.choice(await asyncio.to_thread(setup.primaries) or setup.nodes)
         process = victim.process
         assert process is not None
         if kind == "kill_master":
             victim.kill()
-            promoted = await _wait(lambda: sum(_role(n) == "master" for n in nodes) == MASTERS, FAULT_BOUND)
+            failed_over = await _wait(lambda: setup.failed_over(victim), FAULT_BOUND)
             victim.start()
         else:
             process.send_signal(signal.SIGSTOP)
-            await asyncio.sleep(NODE_TIMEOUT_MS / 1000 * 2 + 1)
+            await asyncio.sleep(setup.stop_seconds)
+            failed_over = await asyncio.to_thread(setup.failed_over, victim)
             process.send_signal(signal.SIGCONT)
-            promoted = True
-        if not promoted:
-            run.problems.append(f"{name}: no replica promoted within {FAULT_BOUND} s")
-        if not await _wait(lambda: _cluster_healthy(nodes), FAULT_BOUND):
-            run.problems.append(f"{name}: the Cluster was not healthy again within {FAULT_BOUND} s")
+        if not failed_over:
+            run.problems.append(f"{name}: no replica promoted within the fault")
+        if not await _wait(setup.healthy, FAULT_BOUND):
+            run.problems.append(f"{name}: the {setup.name} was not whole again within {FAULT_BOUND} s")
     elif kind == "kill_node":
         port = rng.choice(run.ports)
         run.servers[port].kill()
@@ -236,6 +217,7 @@ async def _fault(run: Run, kind: str, number: int, rng: random.Random) -> None:
     else:
         raise ValueError(f"unknown fault {kind!r}")
     run.faults.append(Fault(name, start, now()))
+    run.failovers[name] = failed_over
     say(f"  {name}: {now() - start:.1f} s")
 
 
@@ -261,18 +243,16 @@ async def _final_streams(run: Run, game_ids: list[str]) -> dict[str, list[Stored
 
 async def _main(args: argparse.Namespace) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix="bench-faults-"))
-    redis_nodes, _ = await asyncio.to_thread(
-        start_cluster, root, MASTERS, replicas=True, node_timeout_ms=NODE_TIMEOUT_MS
-    )
-    env = {"ORCHESTRA_REDIS_CLUSTER": "true"}
+    setup: Setup = await asyncio.to_thread(SETUPS[args.setup], root)
+    env = dict(setup.env)
     if args.ack != "primary":
         env["ORCHESTRA_ACK"] = args.ack
-    run = Run(redis_nodes, [free_port() for _ in range(args.nodes)], env)
+    run = Run(setup, [free_port() for _ in range(args.nodes)], env)
     clients: list[RecordingClient] = []
     try:
         for port in run.ports:
             await asyncio.to_thread(run.start_node, port)
-        say(f"faults: {len(redis_nodes)} Redis Cluster nodes, {args.nodes} server nodes, {args.games} games")
+        say(f"faults: {setup.name}, ack {args.ack}, {args.nodes} server nodes, {args.games} games")
         opened = [await _open_game(run, index, args.ack) for index in range(args.games)]
         clients = [client for _, group in opened for client in group]
         every = args.seconds / (args.fault_count + 1)
@@ -293,10 +273,10 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
             await client.close()
         for server in run.servers.values():
             server.stop()
-        for node in redis_nodes:
-            if node.process is not None:
-                os.kill(node.process.pid, signal.SIGCONT)
-            node.stop()
+        for process in setup.processes:
+            if process.process is not None:
+                process.process.send_signal(signal.SIGCONT)
+            process.stop()
 
 
 def _report(
@@ -305,11 +285,15 @@ def _report(
     records = [r for h in histories for r in h.records]
     return {
         "quick": args.quick,
-        "setup": f"Redis Cluster {MASTERS}+{MASTERS}, {args.nodes} server nodes",
+        "setup": args.setup,
+        "nodes": args.nodes,
         "ack": args.ack,
         "games": args.games,
         "seconds": args.seconds,
-        "faults": [{"name": f.name, "seconds": round(f.end - f.start, 2)} for f in run.faults],
+        "faults": [
+            {"name": f.name, "seconds": round(f.end - f.start, 2), "failed_over": run.failovers.get(f.name)}
+            for f in run.faults
+        ],
         "envelopes_stored": envelopes,
         "envelopes_received": sum(isinstance(r, Received) for r in records),
         "commands_sent": sum(isinstance(r, Sent) for r in records),
@@ -334,6 +318,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=list(FAULTS),
         help=f"fault kinds, in turn (comma-separated, of {', '.join(FAULTS)})",
     )
+    parser.add_argument("--setup", choices=sorted(SETUPS), default="cluster", help="the Redis setup")
     parser.add_argument("--ack", default="primary", help="ORCHESTRA_ACK of the nodes (primary: unset)")
     parser.add_argument("--seed", type=int, default=42, help="which master or node each fault picks")
 

@@ -1,0 +1,137 @@
+"""The Redis setups `python -m bench faults` runs against, started on this machine: a 3-primary,
+3-replica Cluster, or a primary, its replica and three Sentinels. Each says where its primaries are,
+whether one was replaced, and when it is whole again."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import redis
+
+from tests.support.redis import (
+    RedisProcess,
+    SentinelProcess,
+    start_cluster,
+    start_replicated,
+    start_sentinels,
+)
+
+MASTERS = 3
+# How long a Cluster master may be silent before its replica takes over: short, so a run sees many
+# failovers, yet long enough that a busy machine does not fail a master over by mistake.
+NODE_TIMEOUT_MS = 2000
+# The same for the Sentinels: how long the primary may be silent before they call it down.
+DOWN_AFTER_MS = 1500
+SERVICE = "orchestra-faults"
+
+
+def role(node: RedisProcess) -> str | None:
+    """`master` or `slave` as the node says, None when it does not answer."""
+    if node.process is None:
+        return None
+    try:
+        with redis.Redis(port=node.port, socket_timeout=1, socket_connect_timeout=1) as client:
+            return str(client.info("replication").get("role"))
+    except redis.RedisError:
+        return None
+
+
+def _in_sync(node: RedisProcess) -> bool:
+    try:
+        with redis.Redis(port=node.port, socket_timeout=1, socket_connect_timeout=1) as client:
+            return bool(client.info("replication").get("master_link_status") == "up")
+    except redis.RedisError:
+        return False
+
+
+class ClusterSetup:
+    """A Redis Cluster of MASTERS masters, each with one replica."""
+
+    name = "cluster"
+
+    def __init__(self, root: Path) -> None:
+        self.nodes, self.url = start_cluster(root, MASTERS, replicas=True, node_timeout_ms=NODE_TIMEOUT_MS)
+        self.env = {"ORCHESTRA_REDIS_CLUSTER": "true"}
+        # SIGSTOP lasts past the failover timeout: the replica has taken over when the old master wakes.
+        self.stop_seconds = NODE_TIMEOUT_MS / 1000 * 2 + 1
+        self.processes = self.nodes
+
+    def primaries(self) -> list[RedisProcess]:
+        """The nodes that are masters now."""
+        return [node for node in self.nodes if role(node) == "master"]
+
+    def failed_over(self, victim: RedisProcess) -> bool:
+        """Whether another node serves the victim's slots now."""
+        return sum(role(node) == "master" for node in self.nodes if node is not victim) == MASTERS
+
+    def healthy(self) -> bool:
+        """Every node up, cluster_state:ok on each, MASTERS masters each with a replica in sync."""
+        roles = [role(node) for node in self.nodes]
+        if roles.count("master") != MASTERS or roles.count("slave") != MASTERS:
+            return False
+        for node, held in zip(self.nodes, roles, strict=True):
+            try:
+                with redis.Redis(port=node.port, socket_timeout=1) as client:
+                    if client.cluster("INFO").get("cluster_state") != "ok":
+                        return False
+            except redis.RedisError:
+                return False
+            if held == "slave" and not _in_sync(node):
+                return False
+        return True
+
+
+class SentinelSetup:
+    """A primary, its replica, and three Sentinels watching them."""
+
+    name = "sentinel"
+
+    def __init__(self, root: Path) -> None:
+        self.primary, self.replica = start_replicated(root)
+        self.sentinels: list[SentinelProcess] = []
+        try:
+            self.sentinels = start_sentinels(root, self.primary, SERVICE, down_after_ms=DOWN_AFTER_MS)
+        except BaseException:
+            self.replica.stop()
+            self.primary.stop()
+            raise
+        self.url = (
+            "redis+sentinel://" + ",".join(f"127.0.0.1:{s.port}" for s in self.sentinels) + f"/{SERVICE}"
+        )
+        self.env: dict[str, str] = {}
+        # Past down-after and the election: the Sentinels have promoted the replica when the old primary
+        # wakes, and believes itself the primary still.
+        self.stop_seconds = DOWN_AFTER_MS / 1000 * 3 + 2
+        self.nodes = [self.primary, self.replica]
+        self.processes: list[RedisProcess] = [*self.nodes, *self.sentinels]
+
+    def _named_port(self) -> int | None:
+        """The primary's port as a majority of the Sentinels name it."""
+        ports: list[int] = []
+        for sentinel in self.sentinels:
+            try:
+                with redis.Redis(port=sentinel.port, socket_timeout=1, decode_responses=True) as client:
+                    ports.append(int(client.sentinel_get_master_addr_by_name(SERVICE)[1]))
+            except (redis.RedisError, TypeError):
+                continue
+        best = max(set(ports), key=ports.count, default=None)
+        return best if best is not None and ports.count(best) >= 2 else None
+
+    def primaries(self) -> list[RedisProcess]:
+        """The node the Sentinels name the primary."""
+        port = self._named_port()
+        return [node for node in self.nodes if node.port == port]
+
+    def failed_over(self, victim: RedisProcess) -> bool:
+        """Whether the Sentinels name another primary."""
+        port = self._named_port()
+        return port is not None and port != victim.port
+
+    def healthy(self) -> bool:
+        """The primary the Sentinels name is one, the other node its replica in sync."""
+        port = self._named_port()
+        for node in self.nodes:
+            wanted = "master" if node.port == port else "slave"
+            if role(node) != wanted or (wanted == "slave" and not _in_sync(node)):
+                return False
+        return port is not None
