@@ -26,6 +26,8 @@ class Settings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     ack: Literal["primary", "replica", "replica_fsync"] = "primary"
     ack_timeout_ms: Annotated[int, msgspec.Meta(ge=1, le=60_000)] = 500
     data_dir: str = "var"
+    # The club records' database (postgresql://... or sqlite:///path); None: <data_dir>/records.sqlite3.
+    records_url: str | None = None
     # The embedded Redis's memory limit (Redis units; "0": none). Full, it refuses writes (noeviction).
     embedded_redis_maxmemory: str = "1gb"
     api_key: str | None = None

@@ -347,7 +347,16 @@ export type RejectionCode =
   | "archiving"
   | "history_lost";
 /** The codes of HTTP errors: those, and the ones only HTTP carries (HTTP_ONLY). */
-export type HttpErrorCode = RejectionCode | "too_many_games" | "no_open_seat";
+export type HttpErrorCode =
+  | RejectionCode
+  | "too_many_games"
+  | "no_open_seat"
+  | "unknown_parameter"
+  | "bad_date"
+  | "bad_limit"
+  | "bad_cursor"
+  | "bad_name"
+  | "unknown_player";
 export interface RejectedFrame {
   type: "rejected";
   id: string | null;

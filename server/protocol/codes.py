@@ -38,7 +38,17 @@ CODES: tuple[str, ...] = (
     "history_lost",
 )
 # Codes only an HTTP error carries.
-HTTP_ONLY: tuple[str, ...] = ("too_many_games", "no_open_seat")
+HTTP_ONLY: tuple[str, ...] = (
+    "too_many_games",
+    "no_open_seat",
+    # The club records' routes (server.web.records).
+    "unknown_parameter",
+    "bad_date",
+    "bad_limit",
+    "bad_cursor",
+    "bad_name",
+    "unknown_player",
+)
 
 # The codes a websocket is closed with (besides 1000, 1001 and those the websocket layer sends itself).
 POLICY = 1008

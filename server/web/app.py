@@ -30,7 +30,7 @@ from server.engine.signing import Keyring, Signer
 from server.metrics import Metrics
 from server.store import EventStore, StoreError
 from server.store.redis import AckLevelRefused, RedisEventStore
-from server.web import http, pages, tables, wall, ws
+from server.web import http, pages, records, tables, wall, ws
 from server.web.access import AccessLog
 from server.web.context import Context
 
@@ -182,6 +182,7 @@ def create_app(
         Route("/schema.json", http.schema_json, methods=["GET"]),
         Route("/signing-keys", http.signing_keys, methods=["GET"]),
         Route("/metrics", http.metrics, methods=["GET"]),
+        *records.routes,
         *pages.routes,
     ]
     # The access log outermost: it times and names every request, whatever answers it.

@@ -1,0 +1,177 @@
+"""The club records' routes (protocol.md section 13), read from the records database `orchestra records`
+writes (server.records):
+
+    GET /records/games?player=&since=&until=&layout=&limit=&after=&game=   ended games, newest first
+    GET /records/players/{name}                                            a player's record
+    GET /records/standings?since=&until=                                   players by wins, then average
+
+Private games are left out, except the one `game=` names when the request carries its watch token (or a
+seat's) as a Bearer token; they count in players' records and the standings, which show no game.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from domain.errors import BadName
+from domain.names import player_names
+from projections.records import GameResult, standings
+from server.records.database import MAX_PAGE, GameQuery, SqlRecords, open_records
+from server.store import StoreError
+from server.web.context import Context
+from server.web.http import error, json, may_read, store_error
+
+DEFAULT_PAGE = 50
+_GAMES_PARAMS = frozenset({"player", "since", "until", "layout", "limit", "after", "game"})
+_STANDINGS_PARAMS = frozenset({"since", "until"})
+
+
+class _Bad(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _database(request: Request) -> SqlRecords:
+    state = request.app.state
+    if getattr(state, "records", None) is None:
+        settings = request.app.state.ctx.settings
+        state.records = open_records(settings.records_url, Path(settings.data_dir))
+    database: SqlRecords = state.records
+    return database
+
+
+def _known(request: Request, allowed: frozenset[str]) -> None:
+    unknown = sorted(set(request.query_params) - allowed)
+    if unknown:
+        raise _Bad(
+            "unknown_parameter", f"unknown parameter {unknown[0]!r}: one of {', '.join(sorted(allowed))}"
+        )
+    for name in request.query_params:
+        if len(request.query_params.getlist(name)) > 1:
+            raise _Bad("bad_request", f"{name} given more than once")
+
+
+def _date(name: str, value: str | None) -> str | None:
+    """A date (2026-01-31) or ISO 8601 time (UTC unless said) in the envelopes' form, for comparison."""
+    if value is None:
+        return None
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        raise _Bad("bad_date", f"{name} must be a date (2026-01-31) or an ISO 8601 time") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _name(value: str) -> str:
+    try:
+        [name] = player_names([value])
+    except BadName as exc:
+        raise _Bad("bad_name", str(exc).removeprefix("seat 0: ")) from None
+    assert name is not None
+    return name
+
+
+def _game(result: GameResult) -> dict[str, object]:
+    return {
+        "game_id": result.game_id,
+        "layout": result.layout,
+        "created_at": result.created_at,
+        "ended_at": result.ended_at,
+        "placements": result.placements,
+        "version": result.version,
+        "players": msgspec.to_builtins(result.seats),
+        "replay": f"/games/{result.game_id}/replay",
+    }
+
+
+async def records_games(request: Request) -> Response:
+    """GET /records/games: ended games, newest first, paged by `after` (the `next` of the page before)."""
+    query = request.query_params
+    try:
+        _known(request, _GAMES_PARAMS)
+        limit_text = query.get("limit", str(DEFAULT_PAGE))
+        if not (limit_text.isascii() and limit_text.isdigit() and 1 <= int(limit_text) <= MAX_PAGE):
+            raise _Bad("bad_limit", f"limit must be an integer from 1 to {MAX_PAGE}")
+        after = None
+        if "after" in query:
+            at, _, game_id = query["after"].partition("_")
+            if not game_id or _date("after", at) != at:
+                raise _Bad("bad_cursor", "after must be the `next` of a page before")
+            after = (at, game_id)
+        layout = query.get("layout")
+        if layout is not None and not 1 <= len(layout) <= 64:
+            raise _Bad("bad_request", "layout must be 1 to 64 characters")
+        player = _name(query["player"]) if "player" in query else None
+        since, until = _date("since", query.get("since")), _date("until", query.get("until"))
+    except _Bad as exc:
+        return error(400, exc.code, str(exc))
+    shown: tuple[str, ...] = ()
+    if "game" in query:
+        ctx: Context = request.app.state.ctx
+        try:
+            game = await ctx.games.get(query["game"])
+            refusal = await may_read(request, ctx, query["game"], game)
+        except StoreError as exc:
+            return store_error(exc)
+        if refusal is not None:
+            return refusal
+        shown = (query["game"],)
+    page = _database(request).games(
+        GameQuery(
+            player=player,
+            since=since,
+            until=until,
+            layout=layout,
+            limit=int(limit_text),
+            after=after,
+            shown=shown,
+        )
+    )
+    last = page[-1] if len(page) == int(limit_text) else None
+    return json(
+        {
+            "games": [_game(result) for result in page],
+            "next": f"{last.ended_at}_{last.game_id}" if last is not None else None,
+        }
+    )
+
+
+async def records_player(request: Request) -> Response:
+    """GET /records/players/{name}: games played, wins, average and best prestige, last played."""
+    try:
+        _known(request, frozenset())
+        name = _name(request.path_params["name"])
+    except _Bad as exc:
+        return error(400, exc.code, str(exc))
+    record = _database(request).player(name)
+    if record is None:
+        return error(404, "unknown_player", f"no ended game has a player named {name!r}")
+    return json(record)
+
+
+async def records_standings(request: Request) -> Response:
+    """GET /records/standings: players by wins, then average prestige; equal both share a place."""
+    try:
+        _known(request, _STANDINGS_PARAMS)
+        since = _date("since", request.query_params.get("since"))
+        until = _date("until", request.query_params.get("until"))
+    except _Bad as exc:
+        return error(400, exc.code, str(exc))
+    table = standings(_database(request).players(since, until))
+    return json({"standings": [{"place": place, **msgspec.to_builtins(row)} for place, row in table]})
+
+
+routes = [
+    Route("/records/games", records_games, methods=["GET"]),
+    Route("/records/players/{name}", records_player, methods=["GET"]),
+    Route("/records/standings", records_standings, methods=["GET"]),
+]
