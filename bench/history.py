@@ -9,7 +9,8 @@ The rules (issue 42):
 - every client's history is a prefix of the final stream, or ends in a 4001 after which it is again
   (`not_prefix`, and `gap` for a version skipped or received twice in one stretch);
 - an `unavailable` answer for a command that was in fact written is counted, not an anomaly, as long as
-  no later answer for its id says otherwise (`retry_differs`);
+  no later answer for its id says otherwise, and an id accepted twice is accepted at one version
+  (`retry_differs`);
 - lost acknowledged commands are counted per acknowledgement level and per fault (the first fault that
   began after the acknowledgement: a write is lost when its primary dies before a replica has it).
 
@@ -171,8 +172,19 @@ def check(
         stream = streams.get(history.game_id, ())
         anomalies += _check_received(history, stream)
         for answer in (r for r in history.records if isinstance(r, Answered)):
-            if answer.outcome == "accepted":
-                accepted_ids.setdefault((history.game_id, answer.command_id), (history, answer))
+            if answer.outcome != "accepted":
+                continue
+            _, first = accepted_ids.setdefault((history.game_id, answer.command_id), (history, answer))
+            if first.version != answer.version:
+                anomalies.append(
+                    Anomaly(
+                        "retry_differs",
+                        history.game_id,
+                        history.client,
+                        f"command {answer.command_id} accepted at version {first.version}, "
+                        f"then at {answer.version}",
+                    )
+                )
         unavailable_written += _unavailable_written(history, stream, anomalies)
     for (game_id, _), (history, answer) in accepted_ids.items():
         stream = streams.get(game_id, ())

@@ -160,6 +160,14 @@ def test_a_written_command_whose_retry_is_refused_is_named() -> None:
     assert verdict.kinds() == {"retry_differs": 1} and verdict.unavailable_written == 1
 
 
+def test_an_id_accepted_again_at_another_version_is_named() -> None:
+    stream = _stream(3)
+    player = _player(stream)
+    player.records.append(Answered("c2", "accepted", 3, 9.0))  # the retry's answer is not the first one
+    verdict = check([player], {GAME: stream})
+    assert verdict.kinds() == {"retry_differs": 1}
+
+
 def test_seconds_without_service_per_fault() -> None:
     stream = _stream(6)
     player = _player(stream)  # accepted answers at 0.2, 1.2, ... 5.2
