@@ -5,7 +5,11 @@ gets its first outcome; `replica_fsync` is refused, in words, by a Redis before 
 
 from __future__ import annotations
 
+import asyncio
+import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +28,7 @@ from tests.support.redis import RedisProcess, bounded, new_id, start_replicated,
 pytestmark = pytest.mark.integration
 
 ACK_TIMEOUT_MS = 300
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -145,3 +150,30 @@ async def test_an_unknown_level_and_a_cluster_are_refused(cluster_url: str) -> N
         await bounded(RedisEventStore.from_url(cluster_url, ack="disk"))
     with pytest.raises(AckLevelRefused, match="not supported on a Redis Cluster"):
         await bounded(RedisEventStore.from_url(cluster_url, ack="replica"))
+
+
+async def _serve(tmp_path: Path, **settings: str) -> subprocess.CompletedProcess[str]:
+    """`orchestra serve` with these settings only, run to its end."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRA_")}
+    env.update({"ORCHESTRA_DATA_DIR": str(tmp_path / "var"), **settings})
+    return await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "server.ops.cli", "serve", "--port", "0"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+async def test_a_node_refuses_to_start_at_a_level_its_redis_cannot_give(
+    pair: tuple[RedisProcess, RedisProcess], tmp_path: Path
+) -> None:
+    primary, _ = pair
+    done = await _serve(tmp_path, ORCHESTRA_REDIS_URL=primary.url, ORCHESTRA_ACK="replica_fsync")
+    assert done.returncode != 0
+    assert "ORCHESTRA_ACK=replica_fsync needs WAITAOF, Redis 7.2 or later" in done.stdout + done.stderr
+    done = await _serve(tmp_path, ORCHESTRA_ACK="replica")
+    assert done.returncode != 0
+    assert "ORCHESTRA_ACK=replica needs a Redis with a replica" in done.stdout + done.stderr
