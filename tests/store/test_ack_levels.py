@@ -77,6 +77,30 @@ async def test_replica_level_accepts_what_the_replica_holds(pair: tuple[RedisPro
         await bounded(store.close())
 
 
+async def test_a_script_redis_forgot_is_sent_whole_and_still_waited_for(
+    pair: tuple[RedisProcess, RedisProcess],
+) -> None:
+    primary, replica = pair
+    store = await bounded(RedisEventStore.from_url(primary.url, ack="replica", ack_timeout_ms=ACK_TIMEOUT_MS))
+    try:
+        game_id = new_id()
+        await bounded(store.create(game_id, b"1", {}))
+        with redis.Redis(port=primary.port) as client:
+            client.script_flush()
+        assert (await bounded(append(store, game_id, 1, [b"2"], "k1"))).last == 2
+        _paused(replica)
+        try:
+            with redis.Redis(port=primary.port) as client:
+                client.script_flush()
+            # EVALSHA answered NOSCRIPT, then EVAL wrote: the wait that follows it still finds no replica.
+            with pytest.raises(StoreUnavailable, match="no replica"):
+                await bounded(append(store, game_id, 2, [b"3"], "k2"))
+        finally:
+            _resumed(replica)
+    finally:
+        await bounded(store.close())
+
+
 async def test_an_append_no_replica_took_is_unavailable_and_its_retry_gets_the_first_outcome(
     pair: tuple[RedisProcess, RedisProcess],
 ) -> None:
