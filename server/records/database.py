@@ -246,6 +246,12 @@ class SqlRecords:
             for key, games, wins, total, best, last in rows
         ]
 
+    def drop(self) -> None:
+        """Drop the records' tables (a rebuild's or a test's)."""
+        with self._transaction() as cursor:
+            for table in ("records_seats", "records_games", "records_positions"):
+                cursor.execute(f"DROP TABLE IF EXISTS {table}")
+
     def close(self) -> None:
         """Close the connection."""
         self._db.close()

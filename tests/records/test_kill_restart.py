@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from server.records.database import SqlRecords
 from tests.records.play import Played, play_game
 from tests.records.test_projector import expected, rows_of
 from tests.support.redis import RedisProcess
@@ -21,42 +22,46 @@ from tests.support.servers import ROOT, ServerProcess
 pytestmark = pytest.mark.integration
 
 
-def projector(redis_url: str, path: Path, log: Path, *extra: str) -> subprocess.Popen[bytes]:
+def projector(redis_url: str, records_url: str, log: Path, *extra: str) -> subprocess.Popen[bytes]:
     command = [sys.executable, "-m", "server.ops.cli", "records", "--redis-url", redis_url]
-    command += ["--records-url", f"sqlite:///{path}", "--interval", "0.02", "--lease-seconds", "0.5", *extra]
+    command += ["--records-url", records_url, "--interval", "0.02", "--lease-seconds", "0.5", *extra]
     with log.open("ab") as out:
         return subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
 
 
 async def test_a_projector_killed_at_random_points_and_restarted_misses_nothing_and_counts_nothing_twice(
-    own_redis: RedisProcess, start_server: Callable[..., ServerProcess], tmp_path: Path
+    own_redis: RedisProcess,
+    start_server: Callable[..., ServerProcess],
+    tmp_path: Path,
+    records_url: str,
+    open_db: Callable[[], SqlRecords],
 ) -> None:
     server = start_server(redis_url=own_redis.url)
     rng = random.Random(4343)
-    path, log = tmp_path / "records.sqlite3", tmp_path / "projector.log"
+    log = tmp_path / "projector.log"
     played: list[Played] = [await play_game(server.url, rng) for _ in range(10)]
     for _ in range(5):  # bounded for CI: bench/records_kills.py runs the long version
-        child = projector(own_redis.url, path, log)
+        child = projector(own_redis.url, records_url, log)
         played += [await play_game(server.url, rng) for _ in range(2)]
         time.sleep(rng.uniform(0.2, 1.5))
         child.send_signal(signal.SIGKILL)
         child.wait(10)
-    final = projector(own_redis.url, path, log, "--once")
+    final = projector(own_redis.url, records_url, log, "--once")
     assert final.wait(60) == 0, log.read_text()
-    assert rows_of(path, played) == await expected(server.url, played)
-    assert len(rows_of(path, played)) == len(played) == 20
+    assert rows_of(open_db, played) == await expected(server.url, played)
+    assert len(rows_of(open_db, played)) == len(played) == 20
 
 
 async def test_a_second_projector_waits_for_the_lease_and_takes_it_when_the_first_is_gone(
     own_redis: RedisProcess, tmp_path: Path
 ) -> None:
     first_log, second_log = tmp_path / "first.log", tmp_path / "second.log"
-    first = projector(own_redis.url, tmp_path / "a.sqlite3", first_log)
+    first = projector(own_redis.url, f"sqlite:///{tmp_path / 'a.sqlite3'}", first_log)
     deadline = time.monotonic() + 30
     while "projecting" not in first_log.read_text():
         assert time.monotonic() < deadline and first.poll() is None, first_log.read_text()
         time.sleep(0.05)
-    second = projector(own_redis.url, tmp_path / "b.sqlite3", second_log, "--once")
+    second = projector(own_redis.url, f"sqlite:///{tmp_path / 'b.sqlite3'}", second_log, "--once")
     try:
         time.sleep(2)
         assert second.poll() is None

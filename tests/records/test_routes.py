@@ -26,7 +26,8 @@ async def records_server(
     server = start_server(redis_url=own_redis.url)
     rng = random.Random(1943)
     played = [await play_game(server.url, rng) for _ in range(count)]
-    await project(own_redis.url, server.directory / "var" / "records.sqlite3")
+    path = server.directory / "var" / "records.sqlite3"
+    await project(own_redis.url, lambda: sqlite_records(path))
     return server, played
 
 
