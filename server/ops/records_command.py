@@ -37,6 +37,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         default=10.0,
         help="how long the lease outlives a projector that stopped answering (default 10)",
     )
+    records.add_argument(
+        "--port",
+        type=int,
+        metavar="PORT",
+        help="serve GET /metrics (the lag), /readyz (200 once caught up) and /healthz on 127.0.0.1:PORT",
+    )
     records.add_argument("--once", action="store_true", help="stop once caught up")
     records.set_defaults(run=main)
 
@@ -60,6 +66,7 @@ def main(args: argparse.Namespace) -> int:
                 interval=args.interval,
                 once=args.once,
                 ttl=args.lease_seconds,
+                port=args.port,
                 say=lambda text: print(f"orchestra: {text}", file=sys.stderr, flush=True),
             )
 

@@ -12,6 +12,7 @@ import redis.asyncio as aioredis
 from server.records.database import RecordsDatabase
 from server.records.lease import Lease
 from server.records.projector import Projector, Streams
+from server.records.status import Status
 
 
 async def run(
@@ -23,16 +24,20 @@ async def run(
     interval: float = 1.0,
     ttl: float = 10.0,
     once: bool = False,
+    port: int | None = None,
     say: Callable[[str], None] = print,
 ) -> int:
     """Project while the lease is ours (`once`: one pass once caught up); 0 when done, never otherwise.
 
     `streams` lends the store for one pass (an operator command's store may change hands between passes);
-    `redis_url` names the Redis holding the lease.
+    `redis_url` names the Redis holding the lease; `port`: serve the status there (0: a free port).
     """
     client = aioredis.from_url(redis_url())
     lease = Lease(client, ttl=ttl)
     projector = Projector(database, archives)
+    status = Status(lambda: projector.lag, port=port or 0) if port is not None else None
+    if status is not None:
+        say(f"records: status on http://127.0.0.1:{await status.start()}")
     try:
         waiting = False
         while not await lease.take():
@@ -51,5 +56,7 @@ async def run(
                 say("records: the lease was lost; stopping")
                 return 1
     finally:
+        if status is not None:
+            await status.stop()
         await lease.release()
         await client.aclose()
