@@ -44,6 +44,27 @@ def _in_sync(node: RedisProcess) -> bool:
         return False
 
 
+def replicas_of(primary: RedisProcess, nodes: list[RedisProcess]) -> list[RedisProcess]:
+    """The nodes that replicate `primary` now, as it lists them."""
+    try:
+        with redis.Redis(port=primary.port, socket_timeout=1, socket_connect_timeout=1) as client:
+            info = client.info("replication")
+    except redis.RedisError:
+        return []
+    ports = {
+        int(value["port"])
+        for key, value in info.items()
+        if key.startswith("slave") and isinstance(value, dict)
+    }
+    return [node for node in nodes if node.port in ports]
+
+
+def cut_off(primary: RedisProcess) -> None:
+    """Close the primary's replication links (its replicas, stopped, cannot take them up again)."""
+    with redis.Redis(port=primary.port, socket_timeout=2) as client:
+        client.client_kill_filter(_type="replica")
+
+
 class ClusterSetup:
     """A Redis Cluster of MASTERS masters, each with one replica."""
 

@@ -11,6 +11,9 @@ time and each bounded in time, faults from `--faults`:
     kill_node      kill -9 of a server node; it starts again on the same port
     stop_master    SIGSTOP of a primary past the failover timeout, then SIGCONT (it wakes a primary no
                    more: what it takes meanwhile must not count)
+    lag_kill       a primary's replica stopped and cut off, LAG_SECONDS of writes on the primary alone,
+                   kill -9 of the primary, the replica woken and promoted: what `primary` acknowledged
+                   meanwhile is lost (clients see 4001); above `primary` it was never acknowledged
 
 Every send, answer, envelope received and close code is recorded; at the end each game's stream is read
 back and bench/history.py judges the lot. Printed and saved (bench/results/faults.json): the verdict,
@@ -41,7 +44,7 @@ from typing import Any
 import msgspec
 
 from bench.common import ServerProcess, free_port, say, write_result
-from bench.fault_setups import ClusterSetup, SentinelSetup
+from bench.fault_setups import ClusterSetup, SentinelSetup, cut_off, replicas_of
 from bench.games import legal_placements
 from bench.history import (
     Answered,
@@ -56,8 +59,11 @@ from bench.history import (
     digest,
 )
 from orchestra_client import ConnectionRefused, GameClient, create_game, get_events
+from tests.support.redis import RedisProcess
 
-FAULTS = ("kill_master", "kill_node", "stop_master")
+FAULTS = ("kill_master", "kill_node", "stop_master", "lag_kill")
+# How long a lag_kill's primary takes writes no replica gets.
+LAG_SECONDS = 1.0
 # Every fault ends within this (the Cluster healthy again, the node back), or the run says so.
 FAULT_BOUND = 30.0
 ANSWER_TIMEOUT = 15.0
@@ -191,11 +197,13 @@ async def _fault(run: Run, kind: str, number: int, rng: random.Random) -> None:
     start = now()
     setup = run.setup
     failed_over = None
-    if kind in ("kill_master", "stop_master"):
+    if kind in ("kill_master", "stop_master", "lag_kill"):
         victim = rng.choice(await asyncio.to_thread(setup.primaries) or setup.nodes)
         process = victim.process
         assert process is not None
-        if kind == "kill_master":
+        if kind == "lag_kill":
+            failed_over = await _lag_kill(setup, victim)
+        elif kind == "kill_master":
             victim.kill()
             failed_over = await _wait(lambda: setup.failed_over(victim), FAULT_BOUND)
             victim.start()
@@ -219,6 +227,25 @@ async def _fault(run: Run, kind: str, number: int, rng: random.Random) -> None:
     run.faults.append(Fault(name, start, now()))
     run.failovers[name] = failed_over
     say(f"  {name}: {now() - start:.1f} s")
+
+
+async def _lag_kill(setup: Setup, victim: RedisProcess) -> bool:
+    """Stop the victim's replicas and cut them off, let it take writes alone, kill it, wake them."""
+    stopped = await asyncio.to_thread(replicas_of, victim, setup.nodes)
+    try:
+        for replica in stopped:
+            assert replica.process is not None
+            replica.process.send_signal(signal.SIGSTOP)
+        await asyncio.to_thread(cut_off, victim)
+        await asyncio.sleep(LAG_SECONDS)
+        victim.kill()
+    finally:
+        for replica in stopped:
+            if replica.process is not None:
+                replica.process.send_signal(signal.SIGCONT)
+    promoted = await _wait(lambda: setup.failed_over(victim), FAULT_BOUND)
+    victim.start()
+    return promoted
 
 
 async def _schedule(

@@ -11,8 +11,8 @@ The rules (issue 42):
 - an `unavailable` answer for a command that was in fact written is counted, not an anomaly, as long as
   no later answer for its id says otherwise, and an id accepted twice is accepted at one version
   (`retry_differs`);
-- lost acknowledged commands are counted per acknowledgement level and per fault (the first fault that
-  began after the acknowledgement: a write is lost when its primary dies before a replica has it).
+- lost acknowledged commands are counted per acknowledgement level and per fault (the fault under way at
+  the acknowledgement, else the next: a write is lost when its primary dies before a replica has it).
 
 Losses at a level listed in `tolerated_levels` (by default `primary`, which promises no more: see
 docs/operations.md) are still named and counted, but do not fail the verdict.
@@ -310,8 +310,9 @@ def _unavailable_written(history: ClientHistory, stream: Sequence[StoredEnvelope
 
 
 def _fault_after(faults: Sequence[Fault], at: float) -> str:
-    """The fault a loss of a write acknowledged at `at` is charged to: the first that began after it."""
-    following = [f for f in faults if f.start >= at]
+    """The fault a loss of a write acknowledged at `at` is charged to: the one under way then, else the
+    next to begin (a write is lost when its primary dies before a replica has it)."""
+    following = [f for f in faults if f.end >= at]
     return min(following, key=lambda f: f.start).name if following else NO_FAULT
 
 

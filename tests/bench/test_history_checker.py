@@ -60,13 +60,22 @@ def test_an_acknowledged_command_missing_from_the_stream_is_a_loss_counted_per_l
     player = _player(told, level="replica")
     player.records.append(Closed(4001, 10.0))
     player.records += [_received(e) for e in kept]
-    faults = [Fault("kill_master#1", 4.5, 6.0), Fault("kill_master#0", 1.0, 2.0)]
+    faults = [Fault("kill_master#1", 4.0, 6.0), Fault("kill_master#0", 1.0, 2.0)]
     verdict = check([player], {GAME: kept}, faults)
     assert verdict.kinds() == {"lost_acknowledged": 2}
     assert not verdict.ok
     assert verdict.lost_by_level == {"replica": 2}
-    # version 4 was acknowledged at 3.2 (before kill_master#1), version 5 at 4.2 (also before it)
+    # version 4 was acknowledged at 3.2, before kill_master#1; version 5 at 4.2, while it was under way
     assert verdict.lost_by_fault == {"kill_master#1": 2}
+
+
+def test_a_loss_is_charged_to_the_fault_under_way_else_the_next() -> None:
+    told = _stream(5)
+    player = _player(told)  # accepted at 0.2, 1.2, 2.2, 3.2, 4.2
+    faults = [Fault("lag_kill#0", 2.0, 3.0), Fault("lag_kill#1", 3.5, 3.8)]
+    verdict = check([player], {GAME: told[:1]}, faults)
+    # 1.2 and 2.2: lag_kill#0 (next, then under way); 3.2: lag_kill#1 (next); 4.2: after every fault
+    assert verdict.lost_by_fault == {"lag_kill#0": 2, "lag_kill#1": 1, "none": 1}
 
 
 def test_a_loss_at_the_primary_level_is_named_but_tolerated() -> None:
