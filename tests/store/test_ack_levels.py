@@ -122,6 +122,9 @@ async def test_an_append_no_replica_took_is_unavailable_and_its_retry_gets_the_f
             # A retry that only repeats is not accepted either while no replica takes the round.
             with pytest.raises(StoreUnavailable):
                 await bounded(append(store, game_id, 1, [b"2"], "k1"))
+            # Nor is a new game.
+            with pytest.raises(StoreUnavailable, match="no replica had the new game"):
+                await bounded(store.create(new_id(), b"1", {}))
         finally:
             _resumed(replica)
         retried = await bounded(append(store, game_id, 1, [b"2"], "k1"), 10)

@@ -389,14 +389,17 @@ class RedisEventStore:
         The index is written after, in a second call (one script: see `INDEX`): it lives outside the
         game's slot, so no script can write both. A crash between the two leaves a playable game missing
         from `games()` and the index. With `max_live` > 0, the index refuses a game past that many live
-        ones, and the game is taken back.
+        ones, and the game is taken back. Above the "primary" ack level the index write is followed by the
+        wait: a game no replica took answers StoreUnavailable (it was made on the primary all the same).
         Raises: GameExists, TooManyGames, StoreFull, StoreUnavailable.
         """
         pairs = [item for field, value in credentials.items() for item in (field, value)]
         keys = self._game_keys(game_id, auth_key(game_id))
         seconds, micros = await self._script(self._create, keys, [data, *pairs], game_id)
         try:
-            await self._write_index(game_id, f"{int(seconds)}{int(micros):06d}", listing, True, max_live)
+            await self._write_index(
+                game_id, f"{int(seconds)}{int(micros):06d}", listing, True, max_live, acked=True
+            )
         except (StoreFull, TooManyGames):
             # Redis filled up between the two calls, or the cap is reached: take the game back (a delete
             # needs no memory), so a refused create leaves nothing behind.
@@ -461,7 +464,7 @@ class RedisEventStore:
                 if self._ack_wait is None:
                     replies = await self._script(self._append_many, keys, args)
                 else:
-                    replies, copies = await self._script_acked(keys, args)
+                    replies, copies = await self._script_acked(self._append_many, keys, args)
             except StoreError as exc:
                 return [exc for _ in batch]
             answers = self._results(batch, every, replies)
@@ -542,22 +545,24 @@ class RedisEventStore:
         except _DRIVER_ERRORS as exc:
             raise _translate(exc, game_id, expected) from exc
 
-    async def _script_acked(self, keys: Sequence[str], args: Sequence[bytes | str | int]) -> tuple[Any, int]:
-        """APPEND_MANY's replies, then the publish and the wait of the ack level on the same connection;
-        and how many replicas have the round (errors the port's)."""
+    async def _script_acked(
+        self, script: AsyncScript, keys: Sequence[str], args: Sequence[bytes | str | int], game_id: str = ""
+    ) -> tuple[Any, int]:
+        """`script`'s reply, then the publish and the wait of the ack level on the same connection; and how
+        many replicas have the writes of the connection so far (errors the port's)."""
         assert self._ack_wait is not None
         then = [("PUBLISH", ACK_CHANNEL, 0), self._ack_wait]
         timeout = self._timeout + self._ack_timeout
         try:
             if self._line is not None:
-                source = cast(str, self._append_many.script)
+                source = cast(str, script.script)
                 replies, (_, waited) = await self._line.script_then(
-                    self._append_many.sha, source, keys, args, then, timeout
+                    script.sha, source, keys, args, then, timeout
                 )
             else:
                 # A pipeline sends its commands on one connection.
                 pipe = cast(Redis, self._client).pipeline(transaction=False)
-                pipe.eval(APPEND_MANY, len(keys), *keys, *args)
+                pipe.eval(cast(str, script.script), len(keys), *keys, *args)
                 for command in then:
                     pipe.execute_command(*command)
                 async with _boundary(timeout):
@@ -566,7 +571,7 @@ class RedisEventStore:
                 if isinstance(reply, BaseException):
                     raise reply
         except _DRIVER_ERRORS as exc:
-            raise _translate(exc) from exc
+            raise _translate(exc, game_id) from exc
         # WAIT answers the replicas that have it; WAITAOF [local fsyncs, replica fsyncs].
         copies = int(waited[1]) if isinstance(waited, list) else int(waited)
         return replies, copies
@@ -743,12 +748,24 @@ class RedisEventStore:
         return "unknown"
 
     async def _write_index(
-        self, game_id: str, score: str, listing: bytes | None, live: bool, max_live: int = 0
+        self,
+        game_id: str,
+        score: str,
+        listing: bytes | None,
+        live: bool,
+        max_live: int = 0,
+        acked: bool = False,
     ) -> None:
         args: list[str | bytes | int] = [game_id, score, "1" if live else "0", max_live]
         if listing is not None:
             args.append(listing)
-        await self._script(self._index, INDEX_KEYS, args, game_id)
+        if not acked or self._ack_wait is None:
+            await self._script(self._index, INDEX_KEYS, args, game_id)
+            return
+        # The index is written after the game, so a replica that has it has the game too.
+        _, copies = await self._script_acked(self._index, INDEX_KEYS, args, game_id)
+        if copies < 1:
+            raise StoreUnavailable(f"redis: no replica had the new game within {self._ack_timeout} s")
 
     async def listed(self, limit: int) -> list[Listed]:
         """The newest `limit` listed games, newest first, with their newest records: one script for the
