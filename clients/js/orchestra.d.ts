@@ -607,6 +607,52 @@ export function closeSeat(
 ): Promise<{ seat: number; version: number }>;
 export function nextGame(baseUrl: string, gameId: string, hostToken: string, options?: { fetch?: Fetch }): Promise<string>;
 export function listGames(baseUrl: string, options?: { limit?: number; fetch?: Fetch }): Promise<GameSummary[]>;
+/** A seat of an ended game in the club records (`rank` null: a closed seat). */
+export interface RecordSeat {
+  seat: number;
+  name: string | null;
+  prestige: number;
+  rank: number | null;
+}
+/** An ended game in the club records. */
+export interface RecordGame {
+  game_id: string;
+  layout: string;
+  created_at: string;
+  ended_at: string;
+  placements: number;
+  version: number;
+  players: RecordSeat[];
+  replay: string;
+}
+/** A player's record across ended games. */
+export interface PlayerRecord {
+  name: string;
+  games: number;
+  wins: number;
+  average_prestige: number;
+  best_prestige: number;
+  last_played: string;
+}
+export function recordGames(
+  baseUrl: string,
+  options?: {
+    player?: string;
+    since?: string;
+    until?: string;
+    layout?: string;
+    limit?: number;
+    after?: string;
+    game?: string;
+    token?: string | null;
+    fetch?: Fetch;
+  },
+): Promise<{ games: RecordGame[]; next: string | null }>;
+export function recordPlayer(baseUrl: string, name: string, options?: { fetch?: Fetch }): Promise<PlayerRecord>;
+export function recordStandings(
+  baseUrl: string,
+  options?: { since?: string; until?: string; fetch?: Fetch },
+): Promise<{ standings: Array<PlayerRecord & { place: number }> }>;
 export function getView(
   baseUrl: string,
   gameId: string,

@@ -177,6 +177,26 @@ export async function listGames(baseUrl, { limit, fetch } = {}) {
   return (await request(baseUrl, "games", { query: { limit }, fetch })).json();
 }
 
+/** GET /records/games: ended games of the club records, newest first, and the `next` cursor of the page
+ * after (null: the last page). `game` with `token`: a private game to include, by its watch token. */
+export async function recordGames(
+  baseUrl,
+  { player, since, until, layout, limit, after, game, token, fetch } = {},
+) {
+  const query = { player, since, until, layout, limit, after, game };
+  return (await request(baseUrl, "records/games", { query, bearer: token, fetch })).json();
+}
+
+/** GET /records/players/{name}: a player's games, wins, average and best prestige, last played. */
+export async function recordPlayer(baseUrl, name, { fetch } = {}) {
+  return (await request(baseUrl, `records/players/${encodeURIComponent(name)}`, { fetch })).json();
+}
+
+/** GET /records/standings: players by wins, then average prestige, each with its place. */
+export async function recordStandings(baseUrl, { since, until, fetch } = {}) {
+  return (await request(baseUrl, "records/standings", { query: { since, until }, fetch })).json();
+}
+
 /** GET /games/{id}: the view now, or `at` version N. `token`: a seat or watch token (private games).
  * The view alone: the `presence` the view now comes with is getPresence's. */
 export async function getView(baseUrl, gameId, { at, token, fetch } = {}) {

@@ -160,6 +160,7 @@ async def legal(request: Request) -> Response:
 routes: list[BaseRoute] = [
     Route("/", index_page, methods=["GET"]),
     Route("/wall", _page("wall.html"), methods=["GET"]),
+    Route("/records", _page("records.html"), methods=["GET"]),
     Route("/games/{game_id}/watch", watch_page, methods=["GET"]),
     Route("/games/{game_id}/replay", _page("replay.html"), methods=["GET"]),
     Route("/games/{game_id}/play", _page("play.html"), methods=["GET"]),

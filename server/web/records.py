@@ -16,7 +16,7 @@ from pathlib import Path
 
 import msgspec
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import FileResponse, Response
 from starlette.routing import Route
 
 from domain.errors import BadName
@@ -26,6 +26,7 @@ from server.records.database import MAX_PAGE, GameQuery, SqlRecords, open_record
 from server.store import StoreError
 from server.web.context import Context
 from server.web.http import error, json, may_read, store_error
+from server.web.pages import HEADERS, STATIC
 
 DEFAULT_PAGE = 50
 _GAMES_PARAMS = frozenset({"player", "since", "until", "layout", "limit", "after", "game"})
@@ -146,7 +147,11 @@ async def records_games(request: Request) -> Response:
 
 
 async def records_player(request: Request) -> Response:
-    """GET /records/players/{name}: games played, wins, average and best prestige, last played."""
+    """GET /records/players/{name}: games played, wins, average and best prestige, last played; the
+    player's page to a browser (a request that accepts HTML)."""
+    if "text/html" in request.headers.get("accept", ""):
+        page = STATIC / "player.html"
+        return FileResponse(page, media_type="text/html; charset=utf-8", headers=HEADERS)
     try:
         _known(request, frozenset())
         name = _name(request.path_params["name"])

@@ -14,7 +14,7 @@ WIRE += ["wall_changes", "ended_kept", "wall_more", "wall_page"]  # the wall fee
 
 def test_each_page_loads_its_own_module() -> None:
     pages = sorted(path.stem for path in STATIC.glob("*.html"))
-    assert pages == ["host", "index", "play", "replay", "wall", "watch"]
+    assert pages == ["host", "index", "play", "player", "records", "replay", "wall", "watch"]
     for page in pages:
         html = (STATIC / f"{page}.html").read_text()
         scripts = re.findall(r'<script[^>]*src="([^"]+)"', html)
