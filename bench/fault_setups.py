@@ -7,7 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import redis
+from redis.crc import key_slot
 
+from server.store.redis.keys import events_key
 from tests.support.redis import (
     RedisProcess,
     SentinelProcess,
@@ -81,6 +83,20 @@ class ClusterSetup:
         """The nodes that are masters now."""
         return [node for node in self.nodes if role(node) == "master"]
 
+    def holder(self, game_id: str) -> int | None:
+        """The port of the master holding the game's stream now."""
+        slot = key_slot(events_key(game_id).encode())
+        for node in self.primaries():
+            try:
+                with redis.Redis(port=node.port, socket_timeout=1) as client:
+                    ranges = client.execute_command("CLUSTER SLOTS")
+            except redis.RedisError:
+                continue
+            for first, last, master, *_ in ranges:
+                if first <= slot <= last:
+                    return int(master[1])
+        return None
+
     def failed_over(self, victim: RedisProcess) -> bool:
         """Whether another node serves the victim's slots now."""
         return sum(role(node) == "master" for node in self.nodes if node is not victim) == MASTERS
@@ -142,6 +158,10 @@ class SentinelSetup:
         """The node the Sentinels name the primary."""
         port = self._named_port()
         return [node for node in self.nodes if node.port == port]
+
+    def holder(self, game_id: str) -> int | None:
+        """The port of the primary (every game's)."""
+        return self._named_port()
 
     def failed_over(self, victim: RedisProcess) -> bool:
         """Whether the Sentinels name another primary."""

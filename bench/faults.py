@@ -7,7 +7,8 @@ machine;
 third, every command with its own id (retried with the same id after `unavailable`). Meanwhile, one at a
 time and each bounded in time, faults from `--faults`:
 
-    kill_master    kill -9 of a primary; it comes back (empty) and is made a replica
+    kill_master    kill -9 of a primary (the one holding the most games, as for every fault of a primary);
+                   it comes back (empty) and is made a replica
     kill_node      kill -9 of a server node; it starts again on the same port
     stop_master    SIGSTOP of a primary past the failover timeout, then SIGCONT (it wakes a primary no
                    more: what it takes meanwhile must not count)
@@ -62,6 +63,8 @@ from orchestra_client import ConnectionRefused, GameClient, create_game, get_eve
 from tests.support.redis import RedisProcess
 
 FAULTS = ("kill_master", "kill_node", "stop_master", "lag_kill")
+# The quick run's: a loss at `primary` (the checker must see it) and a node killed.
+QUICK_FAULTS = ("lag_kill", "kill_node")
 # How long a lag_kill's primary takes writes no replica gets.
 LAG_SECONDS = 1.0
 # Every fault ends within this (the Cluster healthy again, the node back), or the run says so.
@@ -123,6 +126,7 @@ class Run:
     servers: dict[int, ServerProcess] = field(default_factory=dict)
     faults: list[Fault] = field(default_factory=list)
     failovers: dict[str, bool | None] = field(default_factory=dict)
+    game_ids: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
     def start_node(self, port: int) -> ServerProcess:
@@ -198,7 +202,7 @@ async def _fault(run: Run, kind: str, number: int, rng: random.Random) -> None:
     setup = run.setup
     failed_over = None
     if kind in ("kill_master", "stop_master", "lag_kill"):
-        victim = rng.choice(await asyncio.to_thread(setup.primaries) or setup.nodes)
+        victim = await asyncio.to_thread(_busiest, run, rng)
         process = victim.process
         assert process is not None
         if kind == "lag_kill":
@@ -227,6 +231,14 @@ async def _fault(run: Run, kind: str, number: int, rng: random.Random) -> None:
     run.faults.append(Fault(name, start, now()))
     run.failovers[name] = failed_over
     say(f"  {name}: {now() - start:.1f} s")
+
+
+def _busiest(run: Run, rng: random.Random) -> RedisProcess:
+    """The primary holding the most games (a fault on it stalls the most), ties broken at random."""
+    primaries = run.setup.primaries() or run.setup.nodes
+    held = Counter(run.setup.holder(game_id) for game_id in run.game_ids)
+    most = max(held[node.port] for node in primaries)
+    return rng.choice([node for node in primaries if held[node.port] == most])
 
 
 async def _lag_kill(setup: Setup, victim: RedisProcess) -> bool:
@@ -282,6 +294,7 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
         say(f"faults: {setup.name}, ack {args.ack}, {args.nodes} server nodes, {args.games} games")
         opened = [await _open_game(run, index, args.ack) for index in range(args.games)]
         clients = [client for _, group in opened for client in group]
+        run.game_ids = [game_id for game_id, _ in opened]
         every = args.seconds / (args.fault_count + 1)
         rng = random.Random(args.seed)
         stopping = asyncio.Event()
@@ -342,8 +355,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--faults",
         type=lambda text: [k for k in text.split(",") if k],
-        default=list(FAULTS),
-        help=f"fault kinds, in turn (comma-separated, of {', '.join(FAULTS)})",
+        default=None,
+        help=f"kinds in turn, comma-separated, of {', '.join(FAULTS)} (quick: {','.join(QUICK_FAULTS)})",
     )
     parser.add_argument("--setup", choices=sorted(SETUPS), default="cluster", help="the Redis setup")
     parser.add_argument("--ack", default="primary", help="ORCHESTRA_ACK of the nodes (primary: unset)")
@@ -351,6 +364,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
+    args.faults = args.faults or list(QUICK_FAULTS if args.quick else FAULTS)
     unknown = [kind for kind in args.faults if kind not in FAULTS]
     if unknown:
         raise SystemExit(f"unknown fault(s) {', '.join(unknown)}: choose among {', '.join(FAULTS)}")
