@@ -20,6 +20,8 @@
     python -m bench gamelist [--quick]        GET /games with 5,000 private games vs none
     python -m bench wall [--quick]            the wall feed's bytes and a node's CPU per change
     python -m bench archive [--quick]         1,000 finished games archived and imported back vs a plain dump
+    python -m bench records [--quick]         the club records' projector: games/s from a cold start over
+                                              10,000 games; its lag behind 12 tables playing
     python -m bench faults [--quick]          faults on a schedule (Redis Cluster failovers, nodes killed);
                                               every client's history judged by bench/history.py
     python -m bench plot [--quick]            docs/*.png from the results of load and scaling
@@ -58,6 +60,7 @@ BENCHMARKS = {
     "plot": "bench.plot",
     "generator": "bench.generator",
     "faults": "bench.faults",
+    "records": "bench.records",
 }
 
 

@@ -9,9 +9,9 @@ deleted from Redis) before the projector saw its end still gets its row.
 from __future__ import annotations
 
 import asyncio
-import calendar
 import time
 from collections.abc import Iterable
+from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
@@ -111,7 +111,7 @@ class Projector:
 
 def _age(at: str) -> float:
     """Seconds since an envelope's date (2026-01-31T12:00:00.000Z)."""
-    return max(0.0, time.time() - calendar.timegm(time.strptime(at[:19], "%Y-%m-%dT%H:%M:%S")))
+    return max(0.0, time.time() - datetime.fromisoformat(at.replace("Z", "+00:00")).timestamp())
 
 
 def _is_envelope(line: bytes) -> bool:
