@@ -12,7 +12,7 @@ from server.ops.embedded_redis import URL_NAME, EmbeddedRedisError
 from server.ops.local_store import LocalStoreError, opened
 from server.ops.progress import INTERRUPTED
 from server.records.database import open_records
-from server.records.runner import run
+from server.records.runner import rebuild, run
 from server.store import StoreError
 
 
@@ -25,6 +25,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "SQLite in the data dir (records.sqlite3), or ORCHESTRA_RECORDS_URL / --records-url "
         "(postgresql://..., sqlite:///path). One projector writes at a time, held by a lease in Redis; "
         "start more for availability. With --once, stop when caught up.",
+    )
+    records.add_argument(
+        "action",
+        nargs="?",
+        choices=("run", "rebuild"),
+        default="run",
+        help="run (the default): follow the games; rebuild: build the next version of the tables beside "
+        "the live one, from the streams and the archives, and switch reads to it once caught up",
     )
     records.add_argument("--redis-url", help="the Redis holding the games (default: the embedded one)")
     records.add_argument("--data-dir", type=Path, default=Path("var"), help="the data dir (default ./var)")
@@ -58,6 +66,15 @@ def main(args: argparse.Namespace) -> int:
 
     async def project() -> int:
         async with opened(args.redis_url, args.data_dir) as local:
+            if args.action == "rebuild":
+                return await rebuild(
+                    local.lease,
+                    lambda: args.redis_url or (args.data_dir / URL_NAME).read_text().strip(),
+                    lambda version: open_records(url, args.data_dir, version),
+                    archives=args.archives,
+                    ttl=args.lease_seconds,
+                    say=lambda text: print(f"orchestra: {text}", file=sys.stderr, flush=True),
+                )
             return await run(
                 local.lease,
                 lambda: args.redis_url or (args.data_dir / URL_NAME).read_text().strip(),

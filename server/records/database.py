@@ -28,6 +28,8 @@ SCHEMA = (
     "CREATE TABLE IF NOT EXISTS records_positions (game_id TEXT PRIMARY KEY, version INTEGER NOT NULL, "
     "ended INTEGER NOT NULL, progress TEXT NOT NULL)",
 )
+META = "CREATE TABLE IF NOT EXISTS records_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)"
+TABLES = ("records_games", "records_seats", "records_positions")
 # The most games one page of GET /records/games holds.
 MAX_PAGE = 200
 
@@ -61,6 +63,9 @@ class RecordsDatabase(Protocol):
     def positions(self) -> dict[str, Position]:
         """The projector's position in every game it has read."""
 
+    def follow(self) -> bool:
+        """Move to the version reads are switched to; whether it moved."""
+
     def save(self, progress: Progress) -> None:
         """The game's position and, once it has ended, its rows: in one transaction."""
 
@@ -80,15 +85,48 @@ class RecordsDatabase(Protocol):
 class SqlRecords:
     """The records in a DB-API connection whose placeholder is `mark` ("?" for SQLite, "%s" for psycopg)."""
 
-    def __init__(self, connection: Any, mark: str) -> None:
-        """Use `connection` (its schema created if missing)."""
+    def __init__(self, connection: Any, mark: str, version: int | None = None) -> None:
+        """Use `connection` (the tables created if missing): the version reads are switched to, followed
+        by `follow`, or the given `version` (a rebuild's, until it `switch`es reads to it)."""
         self._db = connection
         self._mark = mark
         with self._transaction() as cursor:
+            cursor.execute(META)
+        self._pinned = version is not None
+        self.version = 1  # records_meta's own name is the same in every version
+        self.version = version if version is not None else self.current()
+        self._create()
+
+    def _create(self) -> None:
+        with self._transaction() as cursor:
             for statement in SCHEMA:
-                cursor.execute(statement)
+                cursor.execute(self._sql(statement))
+
+    def current(self) -> int:
+        """The version of the tables reads are switched to (1 until a rebuild switches)."""
+        rows = self._rows("SELECT value FROM records_meta WHERE name = 'version'")
+        return int(rows[0][0]) if rows else 1
+
+    def follow(self) -> bool:
+        """Move to the version reads are switched to, if a rebuild switched them; whether it moved."""
+        if self._pinned:
+            return False
+        now = self.current()
+        if now == self.version:
+            return False
+        self.version = now
+        return True
+
+    def switch(self) -> None:
+        """Switch reads (every follower's next `follow`) to this version."""
+        with self._transaction() as cursor:
+            cursor.execute("DELETE FROM records_meta WHERE name = 'version'")
+            cursor.execute(self._sql("INSERT INTO records_meta VALUES ('version', ?)"), (str(self.version),))
 
     def _sql(self, text: str) -> str:
+        if self.version != 1:
+            for table in TABLES:
+                text = text.replace(table, table.replace("records_", f"records_v{self.version}_"))
         return text.replace("?", self._mark)
 
     def _transaction(self) -> Any:
@@ -249,8 +287,8 @@ class SqlRecords:
     def drop(self) -> None:
         """Drop the records' tables (a rebuild's or a test's)."""
         with self._transaction() as cursor:
-            for table in ("records_seats", "records_games", "records_positions"):
-                cursor.execute(f"DROP TABLE IF EXISTS {table}")
+            for table in TABLES:
+                cursor.execute(self._sql(f"DROP TABLE IF EXISTS {table}"))
 
     def close(self) -> None:
         """Close the connection."""
@@ -278,24 +316,24 @@ class _Transaction:
             self._cursor.close()
 
 
-def sqlite_records(path: Path) -> SqlRecords:
+def sqlite_records(path: Path, version: int | None = None) -> SqlRecords:
     """The records in the SQLite file at `path` (created if missing; WAL, so reads go on during writes)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     connection = sqlite3.connect(path, check_same_thread=False)
     connection.execute("PRAGMA journal_mode=WAL")
     connection.execute("PRAGMA synchronous=NORMAL")
-    return SqlRecords(connection, "?")
+    return SqlRecords(connection, "?", version)
 
 
-def open_records(url: str | None, data_dir: Path) -> SqlRecords:
+def open_records(url: str | None, data_dir: Path, version: int | None = None) -> SqlRecords:
     """The records database of `url` (postgresql://..., or sqlite:///path), else SQLite in the data dir.
 
     Raises: ValueError for a URL of another kind; RuntimeError when PostgreSQL's driver is missing.
     """
     if url is None:
-        return sqlite_records(data_dir / "records.sqlite3")
+        return sqlite_records(data_dir / "records.sqlite3", version)
     if url.startswith("sqlite:///"):
-        return sqlite_records(Path(url.removeprefix("sqlite:///")))
+        return sqlite_records(Path(url.removeprefix("sqlite:///")), version)
     if url.startswith(("postgresql://", "postgres://")):
         try:
             import psycopg
@@ -303,5 +341,5 @@ def open_records(url: str | None, data_dir: Path) -> SqlRecords:
             raise RuntimeError(
                 "PostgreSQL records need psycopg: pip install 'orchestra-server[records-pg]'"
             ) from exc
-        return SqlRecords(psycopg.connect(url), "%s")
+        return SqlRecords(psycopg.connect(url), "%s", version)
     raise ValueError(f"the records URL must be postgresql://... or sqlite:///path, not {url!r}")

@@ -55,6 +55,8 @@ class Projector:
 
     async def catch_up(self, streams: Streams) -> int:
         """One pass over `streams`' games and the archives; how many games' positions moved."""
+        if self._db.follow():  # a rebuild switched reads to its tables: go on from their positions
+            self._positions = self._db.positions()
         moved = 0
         behind = 0
         oldest = 0.0

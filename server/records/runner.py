@@ -9,10 +9,13 @@ from pathlib import Path
 
 import redis.asyncio as aioredis
 
-from server.records.database import RecordsDatabase
+from server.records.database import RecordsDatabase, SqlRecords
 from server.records.lease import Lease
 from server.records.projector import Projector, Streams
 from server.records.status import Status
+
+# The lease a rebuild holds: one rebuild at a time, beside the projector's own lease.
+REBUILD_KEY = "orchestra:records:rebuild"
 
 
 async def run(
@@ -58,5 +61,51 @@ async def run(
     finally:
         if status is not None:
             await status.stop()
+        await lease.release()
+        await client.aclose()
+
+
+async def rebuild(
+    streams: Callable[[], AbstractAsyncContextManager[Streams]],
+    redis_url: Callable[[], str],
+    open_version: Callable[[int | None], SqlRecords],
+    *,
+    archives: Path | None = None,
+    ttl: float = 10.0,
+    say: Callable[[str], None] = print,
+) -> int:
+    """Build the next version of the tables beside the one reads use, from the streams and the archives;
+    switch reads to it once caught up. The projector following the old version goes on meanwhile, and
+    moves to the new one at its next pass; the version before the old one is dropped first."""
+    client = aioredis.from_url(redis_url())
+    lease = Lease(client, ttl=ttl, key=REBUILD_KEY)
+    live = open_version(None)
+    try:
+        if not await lease.take():
+            say("records: another rebuild is running")
+            return 1
+        old = live.version
+        for version in (old - 1, old + 1):  # the version before the live one; what a rebuild left
+            if version >= 1:
+                gone = open_version(version)
+                gone.drop()
+                gone.close()
+        building = open_version(old + 1)
+        projector = Projector(building, archives)
+        say(f"records: rebuilding version {old + 1} beside version {old}")
+        while True:
+            async with streams() as store:
+                await projector.catch_up(store)
+            if projector.lag.caught_up:
+                break
+            if not await lease.renew():
+                say("records: the rebuild's lease was lost; stopping")
+                return 1
+        building.switch()
+        building.close()
+        say(f"records: reads switched to version {old + 1}")
+        return 0
+    finally:
+        live.close()
         await lease.release()
         await client.aclose()

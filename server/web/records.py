@@ -45,6 +45,7 @@ def _database(request: Request) -> SqlRecords:
         settings = request.app.state.ctx.settings
         state.records = open_records(settings.records_url, Path(settings.data_dir))
     database: SqlRecords = state.records
+    database.follow()  # a rebuild may have switched reads to its tables
     return database
 
 

@@ -11,6 +11,8 @@ from pathlib import Path
 
 from server import config
 from server.metrics import Metrics
+from server.records.projector import Lag
+from server.records.status import Status
 from server.web.app import create_app
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,6 +54,8 @@ def test_the_settings_table_lists_every_setting_with_its_default_and_a_meaning()
 def test_every_metric_series_and_route_the_doc_names_exists() -> None:
     text = DOC.read_text()
     families = {metric.name for metric in Metrics().registry.collect()}
+    # The records projector's own (orchestra records --port).
+    families |= {metric.name for metric in Status(Lag).registry.collect()}
     series = set(re.findall(r"`(orchestra_[a-z_]+)", text))
     # prometheus_client names a counter's family without its _total suffix.
     assert {name.removesuffix("_total") for name in series} == families
