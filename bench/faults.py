@@ -63,6 +63,7 @@ from orchestra_client import ConnectionRefused, GameClient, create_game, get_eve
 from tests.support.redis import RedisProcess
 
 FAULTS = ("kill_master", "kill_node", "stop_master", "lag_kill")
+ACK_LEVELS = ("primary", "replica", "replica_fsync")
 # The quick run's: a loss at `primary` (the checker must see it) and a node killed.
 QUICK_FAULTS = ("lag_kill", "kill_node")
 # How long a lag_kill's primary takes writes no replica gets.
@@ -359,7 +360,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"kinds in turn, comma-separated, of {', '.join(FAULTS)} (quick: {','.join(QUICK_FAULTS)})",
     )
     parser.add_argument("--setup", choices=sorted(SETUPS), default="cluster", help="the Redis setup")
-    parser.add_argument("--ack", default="primary", help="ORCHESTRA_ACK of the nodes (primary: unset)")
+    parser.add_argument(
+        "--ack", choices=ACK_LEVELS, default="primary", help="ORCHESTRA_ACK of the nodes (primary: unset)"
+    )
     parser.add_argument("--seed", type=int, default=42, help="which master or node each fault picks")
 
 

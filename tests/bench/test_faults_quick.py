@@ -33,6 +33,18 @@ pytestmark = [
 ]
 
 
+def test_an_unknown_fault_or_level_is_refused_in_words_before_anything_starts() -> None:
+    for args, said in (
+        (["faults", "--quick", "--faults", "kill_master,partition"], "unknown fault(s) partition"),
+        (["faults", "--ack", "all"], "invalid choice: 'all'"),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "bench", *args], cwd=ROOT, capture_output=True, timeout=60, check=False
+        )
+        assert done.returncode != 0
+        assert said in done.stderr.decode(), done.stderr
+
+
 def test_a_quick_fault_run_keeps_every_acknowledged_command_and_every_history_a_prefix(
     tmp_path: Path,
 ) -> None:
