@@ -1,7 +1,7 @@
 """ORCHESTRA_ACK on a real primary and replica: `replica` accepts what a replica has, answers unavailable
 within its timeout what no replica took (written on the primary all the same), and the command's retry
-gets its first outcome; `replica_fsync` is refused, in words, by a Redis before 7.2, and any level above
-`primary` by a Cluster."""
+gets its first outcome, on a standalone Redis and per shard on a Cluster; `replica_fsync` is refused, in
+words, by a Redis before 7.2."""
 
 from __future__ import annotations
 
@@ -17,14 +17,22 @@ from pathlib import Path
 
 import pytest
 import redis
+import redis.asyncio
 
 from domain import Place, RepairToken
 from server.engine.games import Games
-from server.store import StoreUnavailable
+from server.store import Append, Appended, StoreUnavailable
 from server.store.redis import AckLevelRefused, RedisEventStore
 from server.store.redis.keys import events_key
 from tests.support.appends import append
-from tests.support.redis import RedisProcess, bounded, new_id, start_replicated, stream_entries
+from tests.support.redis import (
+    RedisProcess,
+    bounded,
+    new_id,
+    start_cluster,
+    start_replicated,
+    stream_entries,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -174,11 +182,62 @@ async def test_replica_fsync_is_refused_by_a_redis_before_7_2(
         await bounded(RedisEventStore.from_url(primary.url, ack="replica_fsync"))
 
 
-async def test_an_unknown_level_and_a_cluster_are_refused(cluster_url: str) -> None:
+async def test_an_unknown_level_is_refused(pair: tuple[RedisProcess, RedisProcess]) -> None:
     with pytest.raises(AckLevelRefused, match="unknown acknowledgement level 'disk'"):
-        await bounded(RedisEventStore.from_url(cluster_url, ack="disk"))
-    with pytest.raises(AckLevelRefused, match="not supported on a Redis Cluster"):
-        await bounded(RedisEventStore.from_url(cluster_url, ack="replica"))
+        await bounded(RedisEventStore.from_url(pair[0].url, ack="disk"))
+
+
+async def test_on_a_cluster_each_shard_waits_for_its_replica(tmp_path: Path) -> None:
+    """A 3-master Cluster with a replica each: a round's appends on a master whose replica is stopped
+    answer unavailable (a retry too), those of other masters are accepted, and the retry gets the first
+    outcome once the replica is back."""
+    nodes, url = start_cluster(tmp_path, 3, replicas=True, node_timeout_ms=60_000)
+    store = await bounded(
+        RedisEventStore.from_url(url, cluster=True, ack="replica", ack_timeout_ms=ACK_TIMEOUT_MS), 15
+    )
+    try:
+        client = store.client
+        assert isinstance(client, redis.asyncio.RedisCluster)
+        await bounded(client.initialize())
+
+        def master_of(game_id: str) -> int:
+            node = client.get_node_from_key(events_key(game_id))
+            assert node is not None
+            return next(i for i in range(3) if nodes[i].port == int(node.port))
+
+        games = [new_id() for _ in range(12)]
+        for game_id in games:
+            await bounded(store.create(game_id, b"1", {}))
+        stopped = master_of(games[0])
+        elsewhere = next(g for g in games if master_of(g) != stopped)
+        results = await bounded(
+            store.append_many([Append(g, 1, [b"2"], "k1") for g in (games[0], elsewhere)])
+        )
+        assert [(r.first, r.duplicate) for r in results if isinstance(r, Appended)] == [
+            (2, False),
+            (2, False),
+        ]
+
+        _paused(nodes[stopped + 3])
+        try:
+            here, there = await bounded(
+                store.append_many([Append(games[0], 2, [b"3"], "k2"), Append(elsewhere, 2, [b"3"], "k2")])
+            )
+            assert isinstance(here, StoreUnavailable) and "no replica" in str(here)
+            assert isinstance(there, Appended) and there.last == 3
+            # A round of the repeat only is not accepted either (its mark, not its append, is waited for).
+            (again,) = await bounded(store.append_many([Append(games[0], 2, [b"3"], "k2")]))
+            assert isinstance(again, StoreUnavailable)
+        finally:
+            _resumed(nodes[stopped + 3])
+        (retried,) = await bounded(store.append_many([Append(games[0], 2, [b"3"], "k2")]), 10)
+        assert isinstance(retried, Appended) and (retried.first, retried.duplicate) == (3, True)
+    finally:
+        await bounded(store.close())
+        for node in nodes:
+            if node.process is not None:
+                node.process.send_signal(signal.SIGCONT)
+            node.stop()
 
 
 async def _serve(tmp_path: Path, **settings: str) -> subprocess.CompletedProcess[str]:

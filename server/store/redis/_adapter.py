@@ -18,7 +18,8 @@ from types import TracebackType
 from typing import Any, cast
 
 from redis import exceptions as rx
-from redis.asyncio import BlockingConnectionPool, Redis, RedisCluster
+from redis.asyncio import BlockingConnectionPool, ConnectionPool, Redis, RedisCluster
+from redis.asyncio.cluster import ClusterNode
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.commands.core import AsyncScript
@@ -63,6 +64,7 @@ from server.store.redis.keys import (
     LISTING_KEY,
     LIVE_KEY,
     PUBLIC_KEY,
+    acked_key,
     appended_channel,
     auth_key,
     commands_key,
@@ -115,6 +117,8 @@ ACK_TIMEOUT_MS = 500
 # Published before each round's wait: a round of repeats only writes nothing, yet its first outcome must
 # be on a replica before it is answered; a publish is replicated, after the first write in the stream.
 ACK_CHANNEL = "orchestra:acked"
+# How long the mark a Cluster shard's round writes for it (in the slot of one of its games) lives.
+ACK_MARK_MS = 60_000
 
 
 class AckLevelRefused(ValueError):
@@ -251,6 +255,8 @@ class RedisEventStore:
             "replica_fsync": ("WAITAOF", 1, 1, ack_timeout_ms),
         }[ack]
         self._ack_timeout = ack_timeout_ms / 1000
+        # A Cluster's rounds above "primary" go straight to each shard's primary (_append_acked_on_shards).
+        self._shards: dict[str, Redis] = {}
         self._client = client
         self._line = line
         self._reads = reads
@@ -306,7 +312,7 @@ class RedisEventStore:
         `ack` is what an append waits for (ACK_LEVELS), `ack_timeout_ms` how long.
 
         Raises: StoreUnavailable when detection cannot reach Redis; AckLevelRefused when this Redis cannot
-        give `ack` (a Cluster, for now, above "primary"; WAITAOF before Redis 7.2, or without AOF);
+        give `ack` (WAITAOF before Redis 7.2, or without AOF);
         SentinelUrlError.
         """
         if is_sentinel_url(url):
@@ -346,10 +352,6 @@ class RedisEventStore:
         """This store, once its Redis is known to give its acknowledgement level (closed, and
         AckLevelRefused raised, when not)."""
         try:
-            if self._ack != "primary" and self._cluster:
-                raise AckLevelRefused(
-                    f"ORCHESTRA_ACK={self._ack} is not supported on a Redis Cluster: only 'primary' is"
-                )
             if self._ack == "replica_fsync":
                 version = await self.server_version()
                 if _version_tuple(version) < (7, 2):
@@ -390,7 +392,8 @@ class RedisEventStore:
         game's slot, so no script can write both. A crash between the two leaves a playable game missing
         from `games()` and the index. With `max_live` > 0, the index refuses a game past that many live
         ones, and the game is taken back. Above the "primary" ack level the index write is followed by the
-        wait: a game no replica took answers StoreUnavailable (it was made on the primary all the same).
+        wait (not on a Cluster): a game no replica took answers StoreUnavailable (it was made on the
+        primary all the same).
         Raises: GameExists, TooManyGames, StoreFull, StoreUnavailable.
         """
         pairs = [item for field, value in credentials.items() for item in (field, value)]
@@ -476,6 +479,8 @@ class RedisEventStore:
         by_game: dict[str, list[int]] = {}
         for index, item in enumerate(batch):
             by_game.setdefault(item.game_id, []).append(index)
+        if self._ack_wait is not None:
+            return await self._append_acked_on_shards(batch, list(by_game.values()))
         calls = [self._append_many_call(batch, indexes, 2) for indexes in by_game.values()]
         pipe = self._client.pipeline(transaction=False)
         for keys, args in calls:
@@ -496,6 +501,89 @@ class RedisEventStore:
             else:
                 results.update(zip(indexes, self._results(batch, indexes, reply), strict=True))
         return [results[index] for index in range(len(batch))]
+
+    async def _append_acked_on_shards(
+        self, batch: Sequence[Append], games: list[list[int]]
+    ) -> list[Appended | StoreError]:
+        """A Cluster's round above the "primary" level: each shard's appends, a replicated write and the
+        wait on one connection to its primary (a Cluster client's pipeline cannot aim a WAIT at a node),
+        the shards at once; a shard's appends no replica took answer StoreUnavailable."""
+        client = cast(RedisCluster, self._client)
+        try:
+            async with _boundary(self._timeout):
+                await client.initialize()
+        except StoreError as exc:
+            return [exc for _ in batch]
+        shards: dict[str, list[list[int]]] = {}
+        nodes: dict[str, ClusterNode] = {}
+        for indexes in games:
+            node = client.get_node_from_key(events_key(batch[indexes[0]].game_id))
+            if node is None:
+                unknown = StoreUnavailable("redis: no Cluster node holds the game's slot now")
+                return [unknown for _ in batch]
+            nodes[node.name] = node
+            shards.setdefault(node.name, []).append(indexes)
+        results: dict[int, Appended | StoreError] = {}
+        outcomes = await asyncio.gather(
+            *(self._append_acked_on_shard(batch, nodes[name], shard) for name, shard in shards.items())
+        )
+        for outcome in outcomes:
+            results.update(outcome)
+        return [results[index] for index in range(len(batch))]
+
+    async def _append_acked_on_shard(
+        self, batch: Sequence[Append], node: ClusterNode, games: list[list[int]]
+    ) -> dict[int, Appended | StoreError]:
+        assert self._ack_wait is not None
+        every = [index for indexes in games for index in indexes]
+        pipe = self._shard(node).pipeline(transaction=False)
+        for indexes in games:
+            keys, args = self._append_many_call(batch, indexes, 2)
+            pipe.eval(APPEND_MANY, len(keys), *keys, *args)
+        # A round of repeats writes nothing: this write, replicated after their first writes, is what the
+        # wait waits for (a Cluster does not replicate a publish).
+        pipe.set(acked_key(batch[games[0][0]].game_id), 1, px=ACK_MARK_MS)
+        pipe.execute_command(*self._ack_wait)
+        first_game = batch[games[0][0]].game_id
+        try:
+            async with _boundary(self._timeout + self._ack_timeout):
+                *replies, _, waited = await pipe.execute(raise_on_error=False)
+        except StoreError as exc:
+            await self._relearn(first_game)
+            return dict.fromkeys(every, exc)
+        found: dict[int, Appended | StoreError] = {}
+        for indexes, reply in zip(games, replies, strict=True):
+            if isinstance(reply, BaseException):
+                if isinstance(reply, rx.AskError):  # MovedError too: the slot is elsewhere now
+                    await self._relearn(batch[indexes[0]].game_id)
+                    reply = rx.TryAgainError(str(reply))
+                for index in indexes:
+                    found[index] = _translate(reply, batch[index].game_id, batch[index].expected)
+            else:
+                found.update(zip(indexes, self._results(batch, indexes, reply), strict=True))
+        copies = 0 if isinstance(waited, BaseException) else _copies(waited)
+        if copies < 1:
+            missed = StoreUnavailable(f"redis: no replica had the append within {self._ack_timeout} s")
+            return {i: missed if isinstance(answer, Appended) else answer for i, answer in found.items()}
+        return found
+
+    async def _relearn(self, game_id: str) -> None:
+        """Let the Cluster client find where the game's slot is now (a failover moved it, or its node is
+        gone): a read of its key through it, which follows MOVED and marks a lost node's view stale."""
+        with contextlib.suppress(StoreError):
+            async with _boundary(self._timeout, game_id):
+                await self._client.exists(events_key(game_id))
+
+    def _shard(self, node: ClusterNode) -> Redis:
+        """A plain client of one Cluster primary (made once per node)."""
+        shard = self._shards.get(node.name)
+        if shard is None:
+            options = dict(node.connection_kwargs)
+            pool = ConnectionPool(
+                connection_class=node.connection_class, max_connections=POOL_SIZE, **options
+            )
+            shard = self._shards[node.name] = Redis.from_pool(pool)
+        return shard
 
     def _append_many_call(
         self, batch: Sequence[Append], indexes: list[int], stride: int
@@ -572,9 +660,7 @@ class RedisEventStore:
                     raise reply
         except _DRIVER_ERRORS as exc:
             raise _translate(exc, game_id) from exc
-        # WAIT answers the replicas that have it; WAITAOF [local fsyncs, replica fsyncs].
-        copies = int(waited[1]) if isinstance(waited, list) else int(waited)
-        return replies, copies
+        return replies, _copies(waited)
 
     async def outcome(self, game_id: str, command_key: str) -> Appended | None:
         """The recorded outcome of an accepted command key (duplicate=True), or None.
@@ -759,7 +845,8 @@ class RedisEventStore:
         args: list[str | bytes | int] = [game_id, score, "1" if live else "0", max_live]
         if listing is not None:
             args.append(listing)
-        if not acked or self._ack_wait is None:
+        # On a Cluster the index lives on a shard of its own: a new game is not waited for there.
+        if not acked or self._ack_wait is None or self._cluster:
             await self._script(self._index, INDEX_KEYS, args, game_id)
             return
         # The index is written after the game, so a replica that has it has the game too.
@@ -898,6 +985,8 @@ class RedisEventStore:
 
     async def close(self) -> None:
         """Release the connection pools and lines."""
+        for shard in self._shards.values():
+            await shard.aclose()
         if self._notifier is not None:
             await self._notifier.close()
         for line in (self._line, self._reads):
@@ -915,6 +1004,11 @@ class RedisEventStore:
             manager = getattr(getattr(client, "connection_pool", None), "sentinel_manager", None)
             if manager is not None:  # the Sentinels' own connections (server.store.redis.sentinel)
                 await manager.aclose()
+
+
+def _copies(waited: Any) -> int:
+    """The replicas that have the writes: WAIT answers their number, WAITAOF [local fsyncs, replicas]."""
+    return int(waited[1]) if isinstance(waited, list) else int(waited)
 
 
 def _version_tuple(text: str) -> tuple[int, ...]:

@@ -50,6 +50,12 @@ def auth_key(game_id: str) -> str:
     return f"orchestra:{{{game_id}}}:auth"
 
 
+def acked_key(game_id: str) -> str:
+    """A short-lived mark in the game's slot: the replicated write a Cluster shard's round above the
+    "primary" ack level waits for (server.store.redis._adapter)."""
+    return f"orchestra:{{{game_id}}}:acked"
+
+
 def commands_key(game_id: str) -> str:
     """The game's command-key outcomes, for idempotent appends."""
     return f"orchestra:{{{game_id}}}:commands"
