@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
+from typing import Any
 
 import redis.asyncio as aioredis
 
@@ -35,7 +36,7 @@ async def run(
     `streams` lends the store for one pass (an operator command's store may change hands between passes);
     `redis_url` names the Redis holding the lease; `port`: serve the status there (0: a free port).
     """
-    client = aioredis.from_url(redis_url())
+    client = await _lease_client(redis_url())
     lease = Lease(client, ttl=ttl)
     projector = Projector(database, archives)
     status = Status(lambda: projector.lag, port=port or 0) if port is not None else None
@@ -77,7 +78,7 @@ async def rebuild(
     """Build the next version of the tables beside the one reads use, from the streams and the archives;
     switch reads to it once caught up. The projector following the old version goes on meanwhile, and
     moves to the new one at its next pass; the version before the old one is dropped first."""
-    client = aioredis.from_url(redis_url())
+    client = await _lease_client(redis_url())
     lease = Lease(client, ttl=ttl, key=REBUILD_KEY)
     live = open_version(None)
     try:
@@ -109,3 +110,17 @@ async def rebuild(
         live.close()
         await lease.release()
         await client.aclose()
+
+
+async def _lease_client(url: str) -> Any:
+    """A client of the Redis at `url` for the lease: a Cluster client when that Redis is a Cluster node."""
+    client = aioredis.from_url(url)
+    try:
+        cluster = int((await client.info("cluster")).get("cluster_enabled", 0)) == 1
+    except BaseException:
+        await client.aclose()
+        raise
+    if not cluster:
+        return client
+    await client.aclose()
+    return aioredis.RedisCluster.from_url(url)
