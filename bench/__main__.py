@@ -22,7 +22,7 @@
     python -m bench archive [--quick]         1,000 finished games archived and imported back vs a plain dump
     python -m bench records [--quick]         the club records' projector: games/s from a cold start over
                                               10,000 games; its lag behind 12 tables playing
-    python -m bench faults [--quick]          faults on a schedule (Redis Cluster failovers, nodes killed);
+    python -m bench faults [--quick]          failovers (Cluster or Sentinel) and nodes killed on a schedule;
                                               every client's history judged by bench/history.py
     python -m bench plot [--quick]            docs/*.png from the results of load and scaling
     python -m bench generator --start ours --games 20 --players 3 --spectators 5 --duration 10
