@@ -11,8 +11,12 @@ seat's) as a Bearer token; they count in players' records and the standings, whi
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeVar
 
 import msgspec
 from starlette.requests import Request
@@ -29,6 +33,7 @@ from server.web.http import error, json, may_read, store_error
 from server.web.pages import HEADERS, STATIC
 
 DEFAULT_PAGE = 50
+T = TypeVar("T")
 _GAMES_PARAMS = frozenset({"player", "since", "until", "layout", "limit", "after", "game"})
 _STANDINGS_PARAMS = frozenset({"since", "until"})
 
@@ -39,14 +44,43 @@ class _Bad(Exception):
         self.code = code
 
 
-def _database(request: Request) -> SqlRecords:
+class _Unavailable(Exception):
+    """The records database cannot be reached."""
+
+
+async def _read(request: Request, query: Callable[[SqlRecords], T]) -> T:
+    """Run `query` on the records database in a worker thread, one at a time (one connection), so that a
+    slow database never holds up the games this process serves.
+
+    Raises: _Unavailable when the database cannot be opened or answer (it is dropped, to be opened again).
+    """
     state = request.app.state
-    if getattr(state, "records", None) is None:
-        settings = request.app.state.ctx.settings
-        state.records = open_records(settings.records_url, Path(settings.data_dir))
-    database: SqlRecords = state.records
-    database.follow()  # a rebuild may have switched reads to its tables
-    return database
+    if getattr(state, "records_lock", None) is None:
+        state.records_lock = asyncio.Lock()
+    async with state.records_lock:
+        return await asyncio.to_thread(_query, request, query)
+
+
+def _query(request: Request, query: Callable[[SqlRecords], T]) -> T:
+    state = request.app.state
+    try:
+        if getattr(state, "records", None) is None:
+            settings = state.ctx.settings
+            state.records = open_records(settings.records_url, Path(settings.data_dir))
+        database: SqlRecords = state.records
+        database.follow()  # a rebuild may have switched reads to its tables
+        return query(database)
+    except Exception as exc:  # the driver's errors: sqlite3's, psycopg's (not installed: RuntimeError)
+        records = getattr(state, "records", None)
+        state.records = None
+        if records is not None:
+            with contextlib.suppress(Exception):
+                records.close()
+        raise _Unavailable(str(exc)) from exc
+
+
+def _unavailable(exc: _Unavailable) -> Response:
+    return error(503, "unavailable", f"the records database cannot be reached; retry ({exc})")
 
 
 def _known(request: Request, allowed: frozenset[str]) -> None:
@@ -127,17 +161,19 @@ async def records_games(request: Request) -> Response:
         if refusal is not None:
             return refusal
         shown = (query["game"],)
-    page = _database(request).games(
-        GameQuery(
-            player=player,
-            since=since,
-            until=until,
-            layout=layout,
-            limit=int(limit_text),
-            after=after,
-            shown=shown,
-        )
+    wanted = GameQuery(
+        player=player,
+        since=since,
+        until=until,
+        layout=layout,
+        limit=int(limit_text),
+        after=after,
+        shown=shown,
     )
+    try:
+        page = await _read(request, lambda database: database.games(wanted))
+    except _Unavailable as exc:
+        return _unavailable(exc)
     last = page[-1] if len(page) == int(limit_text) else None
     return json(
         {
@@ -158,7 +194,10 @@ async def records_player(request: Request) -> Response:
         name = _name(request.path_params["name"])
     except _Bad as exc:
         return error(400, exc.code, str(exc))
-    record = _database(request).player(name)
+    try:
+        record = await _read(request, lambda database: database.player(name))
+    except _Unavailable as exc:
+        return _unavailable(exc)
     if record is None:
         return error(404, "unknown_player", f"no ended game has a player named {name!r}")
     return json(record)
@@ -172,7 +211,10 @@ async def records_standings(request: Request) -> Response:
         until = _date("until", request.query_params.get("until"))
     except _Bad as exc:
         return error(400, exc.code, str(exc))
-    table = standings(_database(request).players(since, until))
+    try:
+        table = standings(await _read(request, lambda database: database.players(since, until)))
+    except _Unavailable as exc:
+        return _unavailable(exc)
     return json({"standings": [{"place": place, **msgspec.to_builtins(row)} for place, row in table]})
 
 

@@ -14,7 +14,7 @@ from projections.records import players, standings
 from server.records.database import GameQuery, sqlite_records
 from tests.records.play import Played, play_game
 from tests.records.test_projector import project
-from tests.support.redis import RedisProcess
+from tests.support.redis import RedisProcess, free_port
 from tests.support.servers import ServerProcess
 
 pytestmark = pytest.mark.integration
@@ -134,3 +134,14 @@ def test_bad_input_is_refused_with_its_code(
 
 def test_the_limit_at_its_maximum_is_taken(server: ServerProcess) -> None:
     assert get(server, "/records/games", limit=200).json() == {"games": [], "next": None}
+
+
+def test_a_records_database_that_cannot_be_reached_answers_unavailable_and_the_games_go_on(
+    start_server: Callable[..., ServerProcess],
+) -> None:
+    closed = free_port()  # nothing listens there
+    server = start_server(records_url=f"postgresql://postgres@127.0.0.1:{closed}/postgres")
+    for path in ("/records/games", "/records/standings", "/records/players/Ada"):
+        answer = get(server, path)
+        assert answer.status_code == 503 and answer.json()["code"] == "unavailable", answer.text
+    assert httpx.get(server.url + "/games", timeout=10).status_code == 200
