@@ -20,7 +20,7 @@ import msgspec
 from projections.records import Progress, step
 from server.protocol.envelope import decode
 from server.records.database import Position, RecordsDatabase
-from server.store import Record
+from server.store import Record, UnreadableGame
 
 
 class Streams(Protocol):
@@ -41,6 +41,8 @@ class Lag(msgspec.Struct):
     seconds: float = 0.0
     caught_up: bool = False
     passes: int = 0
+    # Games whose stream could not be read (damaged), left out of the records until they can be.
+    damaged: tuple[str, ...] = ()
 
 
 class Projector:
@@ -59,12 +61,19 @@ class Projector:
             self._positions = self._db.positions()
         moved = 0
         behind = 0
+        damaged: list[str] = []
         oldest = 0.0
         for game_id in await streams.games():
             held = self._positions.get(game_id)
             if held is not None and held.ended:
                 continue
-            records = await streams.read(game_id, after=held.version if held is not None else 0)
+            try:
+                records = await streams.read(game_id, after=held.version if held is not None else 0)
+            except (
+                UnreadableGame
+            ) as exc:  # a damaged stream: the other games go on (orchestra verify says more)
+                damaged.append(f"{game_id} at version {exc.version}")
+                continue
             if not records:
                 continue
             behind += 1
@@ -74,7 +83,13 @@ class Projector:
                 oldest = max(oldest, _age(at))
             await asyncio.sleep(0)  # a long pass still lets the process answer its routes
         moved += self._archived()
-        self.lag = Lag(games_behind=behind, seconds=oldest, caught_up=behind == 0, passes=self.lag.passes + 1)
+        self.lag = Lag(
+            games_behind=behind,
+            seconds=oldest,
+            caught_up=behind == 0,
+            passes=self.lag.passes + 1,
+            damaged=tuple(damaged),
+        )
         return moved
 
     def _fold(self, held: Position | None, lines: Iterable[bytes]) -> str | None:

@@ -50,9 +50,14 @@ async def run(
                 waiting = True
             await asyncio.sleep(ttl / 3)
         say("records: projecting")
+        damaged: tuple[str, ...] = ()
         while True:
             async with streams() as store:
                 await projector.catch_up(store)
+            if projector.lag.damaged != damaged:
+                damaged = projector.lag.damaged
+                if damaged:
+                    say(f"records: streams that cannot be read, left out: {', '.join(damaged)}")
             if once and projector.lag.caught_up:
                 return 0
             await asyncio.sleep(interval)

@@ -14,6 +14,7 @@ from projections.records import players
 from server.protocol.envelope import Envelope, encode
 from server.records.database import GameQuery, SqlRecords, sqlite_records
 from server.records.projector import Projector
+from server.store import Record, UnreadableGame
 from server.store.redis import RedisEventStore
 from tests.records.games import events, expected_seats, play
 from tests.records.play import Played, expected_row, play_game
@@ -164,5 +165,31 @@ def test_a_failed_save_leaves_neither_rows_nor_position(open_db: Callable[[], Sq
         assert database.positions() == {} and database.games(GameQuery()) == []
         database.save(progress)
         assert list(database.positions()) == ["g"] and len(database.games(GameQuery())) == 1
+    finally:
+        database.close()
+
+
+async def test_a_damaged_stream_is_left_out_and_the_other_games_go_on(tmp_path: Path) -> None:
+    log, _ = events(play(random.Random(12), "good"))
+    lines = [
+        Record(n, encode(Envelope("good", n, f"2026-01-01T00:00:{n:02d}.000Z", None, None, event)))
+        for n, event in enumerate(log, 1)
+    ]
+
+    class OneDamaged:
+        async def games(self) -> list[str]:
+            return ["bad", "good"]
+
+        async def read(self, game_id: str, after: int = 0, until: int | None = None) -> list[Record]:
+            if game_id == "bad":
+                raise UnreadableGame("bad", 3, "not an envelope")
+            return [line for line in lines if line.version > after]
+
+    database = sqlite_records(tmp_path / "r.sqlite3")
+    try:
+        projector = Projector(database)
+        assert await projector.catch_up(OneDamaged()) == 1
+        assert projector.lag.damaged == ("bad at version 3",)
+        assert [g.game_id for g in database.games(GameQuery(shown=("good",)))] == ["good"]
     finally:
         database.close()
