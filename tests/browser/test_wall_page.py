@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from orchestra_client import get_events, get_presence, get_view
+from server.engine.wall import RECONCILE_SECONDS
 from tests.support.browser import new_game, play_bots, screenshot, wait_for_board
 from tests.support.redis import RedisProcess
 from tests.support.servers import ROOT, ServerProcess
@@ -150,10 +151,12 @@ async def test_the_wall_follows_fifty_games_bots_play_on_two_nodes(
     # Live, not found later: were the tiles drawn by the reconcile alone (every 10 s), the lags would
     # spread evenly up to 10 s. Live, a version takes a tenth of a second of gathering, then a frame; but
     # the machine that runs this also runs a browser, two servers, the bots and other tests at once, and
-    # on a slow one half the versions took 1.6 s. So: half within 2.5 s, none past 7 s.
+    # on a slow one half the versions took 1.6 s. So: half within 2.5 s (the reconcile alone would put the
+    # median near 5 s), and none as late as a reconcile period, which only a version never sent live and
+    # never found again could reach (a loaded machine has taken more than 7 s for the slowest one).
     lags.sort()
     assert lags[len(lags) // 2][0] < 2.5, lags[len(lags) // 2 :]
-    assert lags[-1][0] < 7.0, lags[-1]
+    assert lags[-1][0] < RECONCILE_SECONDS, lags[-1]
     # The bots have gone: every tile shows its table empty, as GET /games/{id} does.
     empty = "() => [...document.querySelectorAll('.tile .presence')].every((d) => d.dataset.online=='false')"
     await page.wait_for_function(empty, timeout=10_000)
