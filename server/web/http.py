@@ -54,11 +54,18 @@ def unavailable() -> Response:
 
 
 def store_error(exc: StoreError) -> Response:
-    """The answer to a store error reading a game: `damaged_game` (500, naming the game and the version
-    that cannot be read; retrying cannot help) or `unavailable` (503, retry)."""
+    """The answer to a store error: `damaged_game` (500, naming the game and the version that cannot be
+    read; retrying cannot help), `store_full` (507: nothing can be written until room is made),
+    `too_many_games` (503: the store holds its maximum of live games) or `unavailable` (503, retry)."""
     if isinstance(exc, UnreadableGame):
         body = {"code": "damaged_game", "message": str(exc), "game_id": exc.game_id, "version": exc.version}
         return json(body, 500)
+    if isinstance(exc, StoreFull):
+        return error(507, "store_full", "the event store is full: nothing can be written until room is made")
+    if isinstance(exc, TooManyGames):
+        return error(
+            503, "too_many_games", "the server holds its maximum of live games: retry once games have ended"
+        )
     return unavailable()
 
 
@@ -104,15 +111,10 @@ async def create_game(request: Request) -> Response:
         )
     except Rejected as exc:
         return error(400, exc.code, exc.message)
-    except StoreFull:
-        return error(507, "store_full", "the event store is full: no game can be created until room is made")
-    except TooManyGames:
-        ctx.metrics.creations_refused.labels("too_many_games").inc()
-        return error(
-            503, "too_many_games", "the server holds its maximum of live games: retry once games have ended"
-        )
-    except StoreError:
-        return unavailable()
+    except StoreError as exc:
+        if isinstance(exc, TooManyGames):
+            ctx.metrics.creations_refused.labels("too_many_games").inc()
+        return store_error(exc)
     return json(created, 201)
 
 

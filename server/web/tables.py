@@ -20,7 +20,7 @@ from domain import Rejected
 from domain.messages import Name
 from server.engine import tables
 from server.engine.listing import listed_open, summary_of
-from server.store import StoreError, StoreFull, TooManyGames
+from server.store import StoreError, TooManyGames
 from server.web.context import Context
 from server.web.http import bearer, creation_rate, error, json, read_body, store_error
 
@@ -152,13 +152,9 @@ async def next_game(request: Request) -> Response:
         next_id, _, started = await tables.play_again(ctx.games, game_id, None)
     except Rejected as exc:
         return _refused(exc)
-    except StoreFull:
-        return error(507, "store_full", "the event store is full: no game can be created until room is made")
-    except TooManyGames:
-        return error(
-            503, "too_many_games", "the server holds its maximum of live games: retry once games have ended"
-        )
     except StoreError as exc:
+        if isinstance(exc, TooManyGames):
+            ctx.metrics.creations_refused.labels("too_many_games").inc()
         return store_error(exc)
     return json({"game_id": next_id}, 201 if started else 200)
 
