@@ -60,10 +60,10 @@ async def game_socket(websocket: WebSocket) -> None:
         await _carry_out(websocket, ctx, session, actions)
         return
     game_id: str = websocket.path_params["game_id"]
+    token = actions[0].hello.token
     try:
         game = await ctx.games.get(game_id, refresh=True)
         public = game is not None and game.spectators == "public"
-        token = actions_token = actions[0].hello.token
         credentials = await game.credentials() if game is not None and token else {}
     except UnreadableGame as exc:
         await _carry_out(websocket, ctx, session, session.refuse("damaged_game", str(exc), DAMAGED))
@@ -103,7 +103,7 @@ async def game_socket(websocket: WebSocket) -> None:
     )
     # Its seat and token: a reissue closes the seat's connections that came with another token, and a
     # next game hands each connection its token there.
-    follower = Follower(outbox, session.view, session.seat, actions_token)
+    follower = Follower(outbox, session.view, session.seat, token)
     game.follow(follower)
     # Its presence frame waits in the outbox behind the welcome and any history.
     seats = len(game.players)
