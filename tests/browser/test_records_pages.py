@@ -48,9 +48,12 @@ async def test_the_records_pages_show_standings_games_and_a_players_chart_on_a_p
     await page.wait_for_function("document.querySelectorAll('#summary dd').length === 5")
     figures = await page.eval_on_selector_all("#summary dd", "(cells) => cells.map((c) => c.textContent)")
     assert figures[:2] == [str(leader["games"]), str(leader["wins"])]
-    # One point of the chart per game the player took part in that is listed (their public games).
-    listed = await page.eval_on_selector_all("#games li", "(items) => items.length")
+    # One point of the chart per game the player took part in that is listed (their public games), once the
+    # page has them all (they come after the summary).
+    query = {"player": leader["name"]}
+    listed = len(httpx.get(server.url + "/records/games", params=query).json()["games"])
     assert listed >= 1
+    await page.wait_for_function(f"document.querySelectorAll('#games li').length === {listed}")
     assert await page.eval_on_selector_all("#chart circle", "(dots) => dots.length") == listed
     await check_fits_phone(page)
     await screenshot(page, "records-player-phone")
