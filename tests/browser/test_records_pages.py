@@ -17,6 +17,10 @@ from tests.support.browser import screenshot
 from tests.support.redis import RedisProcess
 from tests.support.servers import ServerProcess
 
+# A function, not an expression: Playwright evaluates a bare expression with eval() whenever it must poll,
+# which the pages' Content-Security-Policy (script-src 'self') refuses.
+COUNT = "([selector, n]) => document.querySelectorAll(selector).length === n"
+
 pytestmark = pytest.mark.integration
 
 
@@ -34,8 +38,8 @@ async def test_the_records_pages_show_standings_games_and_a_players_chart_on_a_p
     page = await new_phone(browser, errors)
 
     await page.goto(server.url + "/records")
-    await page.wait_for_function(f"document.querySelectorAll('#standings li').length === {len(table)}")
-    await page.wait_for_function(f"document.querySelectorAll('#games li').length === {len(public)}")
+    await page.wait_for_function(COUNT, arg=["#standings li", len(table)])
+    await page.wait_for_function(COUNT, arg=["#games li", len(public)])
     names = await page.eval_on_selector_all("#standings li a", "(links) => links.map((a) => a.textContent)")
     assert names == [row["name"] for row in table]
     await check_fits_phone(page)
@@ -45,7 +49,7 @@ async def test_the_records_pages_show_standings_games_and_a_players_chart_on_a_p
     await page.fill("#player", leader["name"].upper())
     await page.click("#search button")
     await page.wait_for_url("**/records/players/*")
-    await page.wait_for_function("document.querySelectorAll('#summary dd').length === 5")
+    await page.wait_for_function(COUNT, arg=["#summary dd", 5])
     figures = await page.eval_on_selector_all("#summary dd", "(cells) => cells.map((c) => c.textContent)")
     assert figures[:2] == [str(leader["games"]), str(leader["wins"])]
     # One point of the chart per game the player took part in that is listed (their public games), once the
@@ -53,7 +57,7 @@ async def test_the_records_pages_show_standings_games_and_a_players_chart_on_a_p
     query = {"player": leader["name"]}
     listed = len(httpx.get(server.url + "/records/games", params=query).json()["games"])
     assert listed >= 1
-    await page.wait_for_function(f"document.querySelectorAll('#games li').length === {listed}")
+    await page.wait_for_function(COUNT, arg=["#games li", listed])
     assert await page.eval_on_selector_all("#chart circle", "(dots) => dots.length") == listed
     await check_fits_phone(page)
     await screenshot(page, "records-player-phone")

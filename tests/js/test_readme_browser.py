@@ -41,7 +41,7 @@ async def test_the_readme_browser_example_plays_from_the_servers_own_module(serv
             await page.goto(f"{server.url}/readyz")
             await page.set_content(f"<!doctype html>\n{example}")
             await page.wait_for_function(
-                "document.body.textContent.includes('\"prestige\":3')", timeout=15_000
+                "() => document.body.textContent.includes('\"prestige\":3')", timeout=15_000
             )
             scores = await page.evaluate("JSON.parse(document.body.textContent)")
         finally:
