@@ -28,6 +28,14 @@ starting at once with games of one length).
     python -m bench load [--rounds 3] [--duration 20] [--tables 12] [--late-every 1] [--no-interference]
                          [--signing-baseline] [--stagger 0.04] [--interference-control]
     python -m bench load --quick
+
+With `--ack-levels`, the cost of each acknowledgement level (ORCHESTRA_ACK) instead: ours alone, no
+interference, on a primary with one replica (both on this machine), one run per level in each round, the
+order rotating: `primary`, `replica`, and `replica_fsync` where the redis-server is 7.2 or later (WAITAOF;
+the pair then keeps an append-only file, fsynced every second, for every level). Reported: each level's
+throughput and p99, and their ratios to `primary` (bench/results/load_ack.json).
+
+    python -m bench load --ack-levels [--rounds 3] [--duration 20] [--tables 12] [--quick]
 """
 
 from __future__ import annotations
@@ -38,9 +46,12 @@ import contextlib
 import gc
 import multiprocessing as mp
 import statistics
+import subprocess
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, cast
 
 import httpx
@@ -59,6 +70,8 @@ from bench.common import (
 )
 from bench.generator import placements, timed_part
 from bench.light_client import LightSocket
+from server.ops.embedded_redis import find_redis_server
+from tests.support.redis import RedisProcess, start_replicated
 
 ANSWER_TIMEOUT = 10.0
 # How long a table waits, at the end of a game, for its last command's frames before it moves on.
@@ -467,7 +480,7 @@ def seed(redis: RedisServer, long_events: int, cold_games: int, cold_events: int
 
 def one_run(
     kind: str,
-    redis: RedisServer,
+    redis: RedisServer | ReplicatedRedis,
     config: TableConfig,
     seeded: dict[str, Any] | None = None,
     env: dict[str, str] | None = None,
@@ -528,20 +541,26 @@ def rotation_config(args: argparse.Namespace, sets: str) -> TableConfig:
 
 
 def rotated_runs(
-    kind: str, config: TableConfig, modes: dict[str, Mode], count: int, name: str
+    kind: str,
+    config: TableConfig,
+    modes: dict[str, Mode],
+    count: int,
+    name: str,
+    on: ReplicatedRedis | None = None,
 ) -> list[dict[str, Any]]:
-    """`count` sets of runs of server `kind` on the tables of `config`, one run per mode, on one Redis;
-    the order rotates from one set to the next (these machines drift: whichever runs last in every set
-    would otherwise be favoured). Each set maps a mode to its run's result."""
+    """`count` sets of runs of server `kind` on the tables of `config`, one run per mode, on one Redis
+    (`on`, or a RedisServer of its own); the order rotates from one set to the next (these machines
+    drift: whichever runs last in every set would otherwise be favoured). Each set maps a mode to its
+    run's result."""
     order = list(modes)
     sets: list[dict[str, Any]] = []
-    with RedisServer() as redis:
+    with contextlib.nullcontext(on) if on is not None else RedisServer() as redis:
         for index in range(count):
             runs: dict[str, Any] = {}
             first = index % len(order)
             for mode in order[first:] + order[:first]:
                 env, args = modes[mode]
-                config.tag = f"{name[0]}{index}{mode[0]}"
+                config.tag = f"{name[0]}{index}m{order.index(mode)}"
                 runs[mode] = one_run(kind, redis, config, env=env, args=args)
                 say(f"{name} {index + 1} " + brief(mode, runs[mode]))
             sets.append(runs)
@@ -649,6 +668,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "Redis: what it costs the machine rather than the server",
     )
     parser.add_argument(
+        "--ack-levels",
+        action="store_true",
+        help="the cost of each ORCHESTRA_ACK level instead: ours on a primary with a replica, one run per "
+        "level a round, rotated (--rounds, --duration, --tables apply; no interference)",
+    )
+    parser.add_argument(
         "--stagger",
         type=float,
         default=0.0,
@@ -694,6 +719,8 @@ def server_args(kind: str, args: argparse.Namespace) -> list[str]:
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
+    if args.ack_levels:
+        return ack_main(args, argv)
     if args.interference_control and not args.interference:
         raise SystemExit("bench load: --interference-control aims the interference elsewhere; it needs one")
     raise_nofile()
@@ -762,4 +789,116 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         if "p99_control_ratio" in interference:
             line += f" ({interference['p99_control_ratio']:.2f}x with it aimed at another server)"
     print(f"{line}; goals met {summary['goals_met']}; wrote {path}")
+    return 0
+
+
+# --- acknowledgement levels --------------------------------------------------------------------------
+
+ACK_LEVELS = ("primary", "replica", "replica_fsync")
+
+
+def redis_server_version() -> tuple[int, ...]:
+    """The version of this machine's redis-server (the one the bench starts)."""
+    done = subprocess.run([find_redis_server(), "--version"], capture_output=True, text=True, check=True)
+    for word in done.stdout.split():
+        if word.startswith("v="):
+            return tuple(int(part) for part in word[2:].split(".") if part.isdigit())
+    raise RuntimeError(f"no version in {done.stdout!r}")
+
+
+class ReplicatedRedis:
+    """A primary and its replica on loopback ports, in a directory of their own: the tables' server
+    talks to the primary (`url`, `pid`), and above `primary` waits for the replica."""
+
+    def __init__(self, aof: bool) -> None:
+        self.aof = aof
+        self.root = Path(tempfile.mkdtemp(prefix="bench-ack-"))
+        self.nodes: tuple[RedisProcess, RedisProcess] | None = None
+
+    def __enter__(self) -> ReplicatedRedis:
+        extra = ("--appendonly", "yes", "--appendfsync", "everysec") if self.aof else ()
+        self.nodes = start_replicated(self.root, *extra)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.nodes is not None:
+            for node in self.nodes:
+                node.stop()
+            self.nodes = None
+
+    @property
+    def url(self) -> str:
+        assert self.nodes is not None
+        return self.nodes[0].url
+
+    @property
+    def pid(self) -> int:
+        assert self.nodes is not None and self.nodes[0].process is not None
+        return self.nodes[0].process.pid
+
+    @property
+    def durability(self) -> str:
+        return "appendonly yes, appendfsync everysec" if self.aof else "appendonly no (memory only)"
+
+
+def ack_levels(version: tuple[int, ...]) -> list[str]:
+    """The levels this redis-server can give: replica_fsync needs WAITAOF (7.2)."""
+    return [level for level in ACK_LEVELS if level != "replica_fsync" or version >= (7, 2)]
+
+
+def ack_summary(sets: list[dict[str, Any]]) -> dict[str, Any]:
+    """Medians over the rounds per level, and each level's throughput and p99 against `primary`'s."""
+    levels = {level: _medians([runs[level] for runs in sets]) for level in sets[0]}
+    for level, figures in levels.items():
+        figures["ack_p99_ms"] = statistics.median(runs[level]["ack_ms"]["p99"] for runs in sets)
+        figures["unavailable"] = sum(runs[level]["rejected"].get("unavailable", 0) for runs in sets)
+    base = levels["primary"]
+    return {
+        "levels": levels,
+        "ratios_to_primary": {
+            level: {
+                "throughput": ratio(figures["commands_per_s"], base["commands_per_s"]),
+                "p99": ratio(figures["p99_ms"], base["p99_ms"]),
+            }
+            for level, figures in levels.items()
+        },
+    }
+
+
+def ack_main(args: argparse.Namespace, argv: list[str]) -> int:
+    """The table workload at each acknowledgement level, side by side (see the module's doc)."""
+    raise_nofile()
+    if args.quick:
+        args.rounds, args.duration, args.tables = 1, 2.0, 4
+    version = redis_server_version()
+    levels = ack_levels(version)
+    written = ".".join(map(str, version))
+    if "replica_fsync" not in levels:
+        say(f"load --ack-levels: no replica_fsync: redis-server {written} has no WAITAOF (7.2 and later)")
+    config = TableConfig(
+        tables=args.tables, placements=args.placements, duration=args.duration, stagger=args.stagger
+    )
+    modes: dict[str, Mode] = {level: ({"ORCHESTRA_ACK": level}, []) for level in levels}
+    with ReplicatedRedis(aof="replica_fsync" in levels) as pair:
+        sets = rotated_runs("ours", config, modes, args.rounds, "round", on=pair)
+        durability = pair.durability
+    summary = ack_summary(sets)
+    payload = {
+        "quick": args.quick,
+        "redis_version": written,
+        "durability": durability,
+        "left_out": [level for level in ACK_LEVELS if level not in levels],
+        "config": {**asdict(config), "rounds": args.rounds},
+        "summary": summary,
+        "rounds": sets,
+    }
+    path = write_result("load_ack", payload, argv)
+    parts = []
+    for level, figures in summary["levels"].items():
+        against = summary["ratios_to_primary"][level]
+        parts.append(
+            f"{level} {figures['commands_per_s']:.0f} cmd/s ({against['throughput']:.2f}x), "
+            f"p99 {figures['p99_ms']:.2f} ms ({against['p99']:.2f}x)"
+        )
+    print(f"load --ack-levels (redis {written}): {'; '.join(parts)}; wrote {path}")
     return 0
