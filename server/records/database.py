@@ -72,11 +72,12 @@ class RecordsDatabase(Protocol):
     def games(self, query: GameQuery) -> list[GameResult]:
         """Ended games, newest first, as `query` asks."""
 
-    def player(self, name: str) -> PlayerRecord | None:
-        """A player's record by name (compared as the name rules compare names), None when unknown."""
+    def player(self, name: str, shown: Sequence[str] = ()) -> PlayerRecord | None:
+        """A player's record by name (compared as the name rules compare names), None when unknown; over
+        the public games and the private ones `shown` names."""
 
-    def players(self, since: str | None, until: str | None) -> list[PlayerRecord]:
-        """Every player's record over the games ended in [since, until)."""
+    def players(self, since: str | None, until: str | None, shown: Sequence[str] = ()) -> list[PlayerRecord]:
+        """Every player's record over the games ended in [since, until): public, and private `shown`."""
 
     def close(self) -> None:
         """Close the connection."""
@@ -185,12 +186,8 @@ class SqlRecords:
 
     def games(self, query: GameQuery) -> list[GameResult]:
         """Ended games, newest first (by end, then id), as `query` asks."""
-        where, params = ["1 = 1"], []
-        if query.shown:
-            where.append(f"(g.private = 0 OR g.game_id IN ({', '.join('?' for _ in query.shown)}))")
-            params += list(query.shown)
-        else:
-            where.append("g.private = 0")
+        visible, params = _visible(query.shown)
+        where = ["1 = 1", visible]
         if query.player is not None:
             where.append("g.game_id IN (SELECT game_id FROM records_seats WHERE name_key = ?)")
             params.append(name_key(query.player))
@@ -238,14 +235,18 @@ class SqlRecords:
             for row in games
         ]
 
-    def player(self, name: str) -> PlayerRecord | None:
-        """A player's record by name (compared as the name rules compare names), None when unknown."""
-        found = self._players(" AND s.name_key = ?", [name_key(name)])
+    def player(self, name: str, shown: Sequence[str] = ()) -> PlayerRecord | None:
+        """A player's record by name (compared as the name rules compare names), None when unknown; over
+        the public games and the private ones `shown` names."""
+        visible, params = _visible(shown)
+        found = self._players(f" AND {visible} AND s.name_key = ?", [*params, name_key(name)])
         return found[0] if found else None
 
-    def players(self, since: str | None, until: str | None) -> list[PlayerRecord]:
-        """Every player's record over the games ended in [since, until)."""
-        where, params = "", []
+    def players(self, since: str | None, until: str | None, shown: Sequence[str] = ()) -> list[PlayerRecord]:
+        """Every player's record over the games ended in [since, until): the public games and the private
+        ones `shown` names."""
+        visible, params = _visible(shown)
+        where = f" AND {visible}"
         if since is not None:
             where += " AND g.ended_at >= ?"
             params.append(since)
@@ -255,8 +256,8 @@ class SqlRecords:
         return self._players(where, params)
 
     def _players(self, where: str, params: list[Any]) -> list[PlayerRecord]:
-        # Private games count in a player's record and the standings: their results are not their moves,
-        # and a club's standings hold every game its members played.
+        # A private game counts only where its token was given: a record or standings over a narrow span
+        # of dates would otherwise tell who played it and who won.
         rows = self._rows(
             "SELECT s.name_key, COUNT(*), SUM(CASE WHEN s.rank = 1 THEN 1 ELSE 0 END), "
             "SUM(s.prestige), MAX(s.prestige), MAX(g.ended_at) "
@@ -293,6 +294,13 @@ class SqlRecords:
     def close(self) -> None:
         """Close the connection."""
         self._db.close()
+
+
+def _visible(shown: Sequence[str]) -> tuple[str, list[Any]]:
+    """The condition on `g` (records_games) of the games a reader sees: public, or private and `shown`."""
+    if not shown:
+        return "g.private = 0", []
+    return f"(g.private = 0 OR g.game_id IN ({', '.join('?' for _ in shown)}))", list(shown)
 
 
 class _Transaction:

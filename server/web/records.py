@@ -5,8 +5,10 @@ writes (server.records):
     GET /records/players/{name}                                            a player's record
     GET /records/standings?since=&until=                                   players by wins, then average
 
-Private games are left out, except the one `game=` names when the request carries its watch token (or a
-seat's) as a Bearer token; they count in players' records and the standings, which show no game.
+Private games are left out of every answer (games, players' records, standings), except those whose
+tokens the request carries: in the `Orchestra-Watch-Tokens` header (`<game_id>=<token>`, comma-separated,
+several at once), or the one `game=` names with its token as a Bearer token. A token is a game's watch
+token, or a seat's; tokens never go in the query string (URLs end up in logs).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from starlette.routing import Route
 from domain.errors import BadName
 from domain.names import player_names
 from projections.records import GameResult, standings
+from server import auth
 from server.records.database import MAX_PAGE, GameQuery, SqlRecords, open_records
 from server.store import StoreError
 from server.web.context import Context
@@ -33,6 +36,10 @@ from server.web.http import error, json, may_read, store_error
 from server.web.pages import HEADERS, STATIC
 
 DEFAULT_PAGE = 50
+# The header of private games' tokens, and how many games one request may name there (each is a read of
+# the game's credentials).
+WATCH_HEADER = "Orchestra-Watch-Tokens"
+MAX_WATCH_TOKENS = 50
 T = TypeVar("T")
 _GAMES_PARAMS = frozenset({"player", "since", "until", "layout", "limit", "after", "game"})
 _STANDINGS_PARAMS = frozenset({"since", "until"})
@@ -116,6 +123,47 @@ def _name(value: str) -> str:
     return name
 
 
+def _watch_pairs(request: Request) -> list[tuple[str, str]]:
+    """The (game id, token) pairs of the request's Orchestra-Watch-Tokens headers, each game once."""
+    pairs: dict[str, str] = {}
+    for value in request.headers.getlist(WATCH_HEADER):
+        if not value.strip():
+            continue
+        for item in value.split(","):
+            game_id, equals, token = item.strip().partition("=")
+            if not equals or not game_id or not token or " " in game_id or " " in token:
+                raise _Bad("bad_request", f"{WATCH_HEADER} holds <game_id>=<token>, comma-separated")
+            if pairs.setdefault(game_id, token) != token:
+                raise _Bad("bad_request", f"{WATCH_HEADER} names game {game_id!r} twice")
+    if len(pairs) > MAX_WATCH_TOKENS:
+        raise _Bad("bad_request", f"{WATCH_HEADER} names at most {MAX_WATCH_TOKENS} games")
+    return list(pairs.items())
+
+
+async def _shown(request: Request, pairs: list[tuple[str, str]]) -> tuple[str, ...] | Response:
+    """The games of `pairs` once every token opens its game; else the error to answer, the same whether
+    the game does not exist or the token is not one of its own (nothing is shown then)."""
+    ctx: Context = request.app.state.ctx
+
+    async def opens(game_id: str, token: str) -> bool:
+        game = await ctx.games.get(game_id)
+        return game is not None and auth.identify(token, await game.credentials()) is not None
+
+    try:
+        opened = await asyncio.gather(*(opens(game_id, token) for game_id, token in pairs))
+    except StoreError as exc:
+        return store_error(exc)
+    for (game_id, _), ok in zip(pairs, opened, strict=True):
+        if not ok:
+            return error(
+                403,
+                "forbidden",
+                f"the token {WATCH_HEADER} gives for game {game_id!r} does not open it: no game of that id "
+                "holds that token; nothing is shown",
+            )
+    return tuple(game_id for game_id, _ in pairs)
+
+
 def _game(result: GameResult) -> dict[str, object]:
     return {
         "game_id": result.game_id,
@@ -148,10 +196,13 @@ async def records_games(request: Request) -> Response:
             raise _Bad("bad_request", "layout must be 1 to 64 characters")
         player = _name(query["player"]) if "player" in query else None
         since, until = _date("since", query.get("since")), _date("until", query.get("until"))
+        pairs = _watch_pairs(request)
     except _Bad as exc:
         return error(400, exc.code, str(exc))
-    shown: tuple[str, ...] = ()
-    if "game" in query:
+    shown = await _shown(request, pairs)
+    if isinstance(shown, Response):
+        return shown
+    if "game" in query and query["game"] not in shown:
         ctx: Context = request.app.state.ctx
         try:
             game = await ctx.games.get(query["game"])
@@ -160,7 +211,7 @@ async def records_games(request: Request) -> Response:
             return store_error(exc)
         if refusal is not None:
             return refusal
-        shown = (query["game"],)
+        shown = (*shown, query["game"])
     wanted = GameQuery(
         player=player,
         since=since,
@@ -192,10 +243,14 @@ async def records_player(request: Request) -> Response:
     try:
         _known(request, frozenset())
         name = _name(request.path_params["name"])
+        pairs = _watch_pairs(request)
     except _Bad as exc:
         return error(400, exc.code, str(exc))
+    shown = await _shown(request, pairs)
+    if isinstance(shown, Response):
+        return shown
     try:
-        record = await _read(request, lambda database: database.player(name))
+        record = await _read(request, lambda database: database.player(name, shown))
     except _Unavailable as exc:
         return _unavailable(exc)
     if record is None:
@@ -209,10 +264,14 @@ async def records_standings(request: Request) -> Response:
         _known(request, _STANDINGS_PARAMS)
         since = _date("since", request.query_params.get("since"))
         until = _date("until", request.query_params.get("until"))
+        pairs = _watch_pairs(request)
     except _Bad as exc:
         return error(400, exc.code, str(exc))
+    shown = await _shown(request, pairs)
+    if isinstance(shown, Response):
+        return shown
     try:
-        table = standings(await _read(request, lambda database: database.players(since, until)))
+        table = standings(await _read(request, lambda database: database.players(since, until, shown)))
     except _Unavailable as exc:
         return _unavailable(exc)
     return json({"standings": [{"place": place, **msgspec.to_builtins(row)} for place, row in table]})

@@ -88,13 +88,70 @@ async def test_a_private_game_is_shown_only_to_its_watch_token(
     assert {g["game_id"] for g in shown} == listed | {private.game_id}
 
 
+def with_tokens(server: ServerProcess, path: str, *values: str, **params: object) -> httpx.Response:
+    """GET `path` with one Orchestra-Watch-Tokens header per value."""
+    headers = [("orchestra-watch-tokens", value) for value in values]
+    query = {k: str(v) for k, v in params.items()}
+    return httpx.get(server.url + path, params=query, headers=headers, timeout=10)
+
+
+async def test_private_games_are_shown_to_the_tokens_of_a_header_and_a_wrong_one_shows_nothing(
+    own_redis: RedisProcess, start_server: Callable[..., ServerProcess]
+) -> None:
+    server, played = await records_server(own_redis, start_server, count=12)
+    private = [p for p in played if p.token is not None]
+    assert len(private) >= 2
+    first, second = private[:2]
+    routes = ("/records/games", "/records/standings", "/records/players/Ada")
+    before = {path: get(server, path).json() for path in routes}
+    public = {g["game_id"] for g in before["/records/games"]["games"]}
+    assert public == {p.game_id for p in played if p.token is None}
+
+    # Two right tokens at once, in one header or in two: both games, in every answer.
+    database = sqlite_records(server.directory / "var" / "records.sqlite3")
+    try:
+        results = database.games(GameQuery(limit=200, shown=(first.game_id, second.game_id)))
+    finally:
+        database.close()
+    folded = players(results)
+    both = (f"{first.game_id}={first.token}, {second.game_id}={second.token}",)
+    apart = (f"{first.game_id}={first.token}", f"{second.game_id}={second.token}")
+    for values in (both, apart):
+        games = with_tokens(server, "/records/games", *values, limit=200).json()["games"]
+        assert {g["game_id"] for g in games} == public | {first.game_id, second.game_id}
+        table = with_tokens(server, "/records/standings", *values).json()["standings"]
+        assert table == [{"place": n, **msgspec.to_builtins(r)} for n, r in standings(folded.values())]
+        for key, record in folded.items():
+            answer = with_tokens(server, f"/records/players/{key}", *values)
+            assert answer.json() == msgspec.to_builtins(record)
+    assert folded != players(r for r in results if not r.private), "the private games count"
+
+    # A token of another game, a game that does not exist, one wrong pair beside a right one: the same
+    # refusal on every route, which does not say whether the game exists, and nothing shown.
+    wrong = f"{second.game_id}={first.token}"
+    unknown = f"{'n' * len(second.game_id)}={first.token}"
+    mixed = f"{first.game_id}={first.token},{second.game_id}={'x' * len(first.token)}"
+    for path in routes:
+        refusals = [with_tokens(server, path, value) for value in (wrong, unknown, mixed)]
+        assert {(r.status_code, r.json()["code"]) for r in refusals} == {(403, "forbidden")}
+        messages = {r.json()["message"].replace("n" * len(second.game_id), second.game_id) for r in refusals}
+        assert len(messages) == 1, messages
+        bad = with_tokens(server, path, f"{first.game_id}:{first.token}")
+        assert (bad.status_code, bad.json()["code"]) == (400, "bad_request")
+    many = ",".join(f"g{n}={first.token}" for n in range(51))
+    assert with_tokens(server, "/records/games", many).json()["code"] == "bad_request"
+    # The refusals changed nothing: the public answers are as before, the right tokens still open.
+    assert {path: get(server, path).json() for path in routes} == before
+    assert with_tokens(server, "/records/games", *both).json()["games"] == games
+
+
 async def test_players_and_standings_answer_as_the_pure_folds(
     own_redis: RedisProcess, start_server: Callable[..., ServerProcess]
 ) -> None:
     server, played = await records_server(own_redis, start_server)
     database = sqlite_records(server.directory / "var" / "records.sqlite3")
     try:
-        results = database.games(GameQuery(limit=200, shown=tuple(p.game_id for p in played)))
+        results = database.games(GameQuery(limit=200))  # private games are left out unless shown
     finally:
         database.close()
     folded = players(results)
