@@ -102,6 +102,7 @@ async def test_private_games_are_shown_to_the_tokens_of_a_header_and_a_wrong_one
     private = [p for p in played if p.token is not None]
     assert len(private) >= 2
     first, second = private[:2]
+    assert first.token is not None and second.token is not None
     routes = ("/records/games", "/records/standings", "/records/players/Ada")
     before = {path: get(server, path).json() for path in routes}
     public = {g["game_id"] for g in before["/records/games"]["games"]}
