@@ -60,6 +60,9 @@ class Progress(msgspec.Struct, frozen=True, gc=False):
     placements: int
     version: int
     result: GameResult | None = None
+    # The chain hash of the stored envelope at `version`, which the next one's `prev` must name: set by
+    # whoever folds stored bytes (the fold sees events only); None when not known.
+    head: str | None = None
 
 
 class PlayerRecord(msgspec.Struct, frozen=True, gc=False):

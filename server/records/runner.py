@@ -39,7 +39,11 @@ async def run(
     client = await _lease_client(redis_url())
     lease = Lease(client, ttl=ttl)
     projector = Projector(database, archives)
-    status = Status(lambda: projector.lag, port=port or 0) if port is not None else None
+    status = (
+        Status(lambda: projector.lag, port=port or 0, damaged=lambda: len(projector.damaged))
+        if port is not None
+        else None
+    )
     if status is not None:
         say(f"records: status on http://127.0.0.1:{await status.start()}")
     try:
@@ -50,14 +54,18 @@ async def run(
                 waiting = True
             await asyncio.sleep(ttl / 3)
         say("records: projecting")
-        damaged: tuple[str, ...] = ()
+        told = 0
         while True:
             async with streams() as store:
                 await projector.catch_up(store)
-            if projector.lag.damaged != damaged:
-                damaged = projector.lag.damaged
-                if damaged:
-                    say(f"records: streams that cannot be read, left out: {', '.join(damaged)}")
+            found = list(projector.damaged.values())
+            for damage in found[told:]:  # each damaged game once
+                say(
+                    f"records: game {damage.game_id} cannot be folded at version {damage.version} "
+                    f"({damage.why}); it is left out of the records until it is restored "
+                    "(orchestra verify says more)"
+                )
+            told = len(found)
             if once and projector.lag.caught_up:
                 return 0
             await asyncio.sleep(interval)

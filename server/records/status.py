@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from prometheus_client import CollectorRegistry, Gauge, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
 from server.records.projector import Lag
 
@@ -18,9 +18,16 @@ _READ_LIMIT = 8192
 class Status:
     """Serves the lag `lag()` returns (the projector's last pass) on `host`:`port` (0: any free port)."""
 
-    def __init__(self, lag: Callable[[], Lag], host: str = "127.0.0.1", port: int = 0) -> None:
-        """Not listening until `start`."""
-        self._lag, self._host, self._port = lag, host, port
+    def __init__(
+        self,
+        lag: Callable[[], Lag],
+        host: str = "127.0.0.1",
+        port: int = 0,
+        damaged: Callable[[], int] = lambda: 0,
+    ) -> None:
+        """Not listening until `start`; `damaged()` counts the games the projector found damaged."""
+        self._lag, self._host, self._port, self._damaged_count = lag, host, port, damaged
+        self._counted = 0
         self._server: asyncio.Server | None = None
         self.registry = CollectorRegistry()
         self._seconds = Gauge(
@@ -35,6 +42,13 @@ class Status:
         )
         self._passes = Gauge(
             "orchestra_records_passes", "Passes the projector has made", registry=self.registry
+        )
+        self._damaged = Counter(
+            "orchestra_records_damaged_games",
+            "Games whose stream the projector cannot fold or link (an envelope that does not decode, a "
+            "version missing, a broken hash chain, an event the fold cannot take), each counted once: left "
+            "out of the records until restored",
+            registry=self.registry,
         )
 
     async def start(self) -> int:
@@ -54,6 +68,10 @@ class Status:
         self._seconds.set(lag.seconds)
         self._games.set(lag.games_behind)
         self._passes.set(lag.passes)
+        count = self._damaged_count()
+        if count > self._counted:
+            self._damaged.inc(count - self._counted)
+            self._counted = count
         return generate_latest(self.registry)
 
     async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

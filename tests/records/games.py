@@ -24,6 +24,7 @@ from domain import (
 )
 from domain.vocabulary import ERAS, FAMILIES
 from projections import render
+from server.protocol.envelope import GENESIS, Envelope, chain_hash, encode
 
 NAMES = ("Ada", "Ben", "Cy", "Dee", "Eve", "ÉLODIE")
 TOKENS: tuple[Token, ...] = (
@@ -92,3 +93,14 @@ def expected_seats(log: list[domain.Event]) -> list[tuple[int, str | None, int, 
             rank = 1 + sum(1 for other in taking_part if prestige[other] > prestige[player.seat])
         rows.append((player.seat, player.name, prestige[player.seat], rank))
     return rows
+
+
+def stored(game_id: str, log: list[domain.Event], day: str = "2026-01-01") -> list[bytes]:
+    """`log` as a game's stored envelopes (unsigned), each linked to the one before it, a second apart."""
+    lines: list[bytes] = []
+    head = GENESIS
+    for n, event in enumerate(log, 1):
+        at = f"{day}T00:{n // 60:02d}:{n % 60:02d}.000Z"
+        lines.append(encode(Envelope(game_id, n, at, None, None, event, prev=head)))
+        head = chain_hash(lines[-1])
+    return lines

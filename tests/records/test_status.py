@@ -1,5 +1,5 @@
 """The projector's status: /readyz is 200 once caught up (503 before, and while it waits for the lease),
-/metrics shows its lag; a projector that lags behind new games catches up."""
+/metrics shows its lag and counts damaged games; a projector that lags behind new games catches up."""
 
 from __future__ import annotations
 
@@ -11,8 +11,11 @@ from pathlib import Path
 
 import httpx
 import pytest
+import redis
 
-from server.records.database import SqlRecords
+from server.records.database import GameQuery, SqlRecords, sqlite_records
+from server.store.redis.keys import GAMES_KEY, events_key
+from tests.records.games import events, play, stored
 from tests.records.play import play_game
 from tests.records.test_kill_restart import projector
 from tests.records.test_projector import expected, rows_of
@@ -96,3 +99,54 @@ async def test_a_projector_waiting_for_the_lease_is_not_ready(
             if child is not None:
                 child.kill()
                 child.wait(10)
+
+
+def write_stream(url: str, game_id: str, lines: list[bytes]) -> None:
+    """Store `lines` as a game's stream, as the server stores envelopes (whoever writes Redis could)."""
+    client = redis.Redis.from_url(url)
+    try:
+        for version, data in enumerate(lines, 1):
+            client.xadd(events_key(game_id), {"e": data}, id=f"0-{version}")
+        client.zadd(GAMES_KEY, {game_id: time.time()}, nx=True)
+    finally:
+        client.close()
+
+
+async def test_a_damaged_game_is_counted_once_in_metrics_and_logged_once(
+    own_redis: RedisProcess, tmp_path: Path
+) -> None:
+    for game_id in ("sound", "hurt"):
+        log, _ = events(play(random.Random(8), game_id))
+        lines = stored(game_id, log)
+        if game_id == "hurt":
+            lines[2] = b'{"not": "an envelope"}'
+        write_stream(own_redis.url, game_id, lines)
+    log_path, path = tmp_path / "projector.log", tmp_path / "records.sqlite3"
+    child = projector(own_redis.url, f"sqlite:///{path}", log_path, "--port", "0")
+    try:
+        url = status_url(log_path)
+        await eventually(ready(url), timeout=30)  # a damaged game does not hold readiness back
+
+        def passes(n: int) -> Callable[[], None]:
+            def check() -> None:
+                assert metric(httpx.get(url + "/metrics").text, "orchestra_records_passes") >= n
+
+            return check
+
+        await eventually(passes(5), timeout=30)
+        text = httpx.get(url + "/metrics").text
+        assert metric(text, "orchestra_records_damaged_games_total") == 1
+        assert "# HELP orchestra_records_damaged_games_total Games whose stream" in text
+        assert "# TYPE orchestra_records_damaged_games_total counter" in text
+        said = [line for line in log_path.read_text().splitlines() if "cannot be folded" in line]
+        assert len(said) == 1 and "game hurt cannot be folded at version 3" in said[0], said
+        assert "does not decode" in said[0]
+        database = sqlite_records(path)
+        try:
+            assert [g.game_id for g in database.games(GameQuery(shown=("sound", "hurt")))] == ["sound"]
+            assert database.positions()["hurt"].version == 2  # what came before is kept
+        finally:
+            database.close()
+    finally:
+        child.kill()
+        child.wait(10)
