@@ -1,22 +1,29 @@
 """The Redis setups `python -m bench faults` runs against, started on this machine: a 3-primary,
-3-replica Cluster, or a primary, its replica and three Sentinels. Each says where its primaries are,
-whether one was replaced, and when it is whole again."""
+3-replica Cluster, or a primary, its replicas and three Sentinels. Each says where its primaries are,
+whether one was replaced, and when it is whole again.
+
+The Sentinel setup may also listen on an address of this machine besides 127.0.0.1 (`host`, for server
+nodes in network namespaces: bench/partitions.py); every node, replica and Sentinel then names each
+other by it, so that what the Sentinels hand out is reachable from a namespace too."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import redis
 from redis.crc import key_slot
 
+from server.ops.embedded_redis import find_redis_server
 from server.store.redis.keys import events_key
 from tests.support.redis import (
     RedisProcess,
     SentinelProcess,
+    command,
     start_cluster,
-    start_replicated,
-    start_sentinels,
+    wait_for_ping,
 )
+from tests.support.waiting import until_sync
 
 MASTERS = 3
 # How long a Cluster master may be silent before its replica takes over: short, so a run sees many
@@ -118,29 +125,79 @@ class ClusterSetup:
         return True
 
 
+class HostSentinel(SentinelProcess):
+    """A Sentinel listening on `host` besides 127.0.0.1, watching the primary at `host`."""
+
+    def __init__(
+        self, directory: Path, primary: RedisProcess, service: str, down_after_ms: int, host: str
+    ) -> None:
+        super().__init__(directory, primary, service, down_after_ms)
+        self.host = host
+
+    def start(self) -> HostSentinel:
+        config = self.directory / "sentinel.conf"
+        # Sentinel rewrites its own config file (what it learns), so each has one of its own.
+        config.write_text(
+            f"port {self.port}\nbind 127.0.0.1 {self.host}\nprotected-mode no\ndir {self.directory}\n"
+            f"logfile sentinel.log\nsentinel monitor {self.service} {self.host} {self.primary.port} 2\n"
+            f"sentinel down-after-milliseconds {self.service} {self.down_after_ms}\n"
+            f"sentinel failover-timeout {self.service} 10000\n"
+        )
+        self.process = subprocess.Popen(
+            [find_redis_server(), str(config), "--sentinel"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+        )
+        wait_for_ping(self.port, self.process)
+        return self
+
+
+def _acquainted(sentinels: list[HostSentinel], replicas: int) -> bool:
+    """Whether every Sentinel knows the others and the primary's `replicas` replicas."""
+    for sentinel in sentinels:
+        with redis.Redis(port=sentinel.port, socket_timeout=5, decode_responses=True) as client:
+            state = command(client, "SENTINEL", "MASTER", SERVICE)
+        if isinstance(state, list):
+            state = dict(zip(state[::2], state[1::2], strict=True))
+        if int(state["num-other-sentinels"]) < len(sentinels) - 1 or int(state["num-slaves"]) < replicas:
+            return False
+    return True
+
+
 class SentinelSetup:
-    """A primary, its replica, and three Sentinels watching them."""
+    """A primary, its `replicas` replicas, and three Sentinels watching them, all reached at `host`."""
 
     name = "sentinel"
 
-    def __init__(self, root: Path) -> None:
-        self.primary, self.replica = start_replicated(root)
-        self.sentinels: list[SentinelProcess] = []
+    def __init__(self, root: Path, replicas: int = 1, host: str = "127.0.0.1") -> None:
+        # Named by `host` to each other, and listening there as well as on 127.0.0.1 (where this
+        # process's checks reach them).
+        options = ("--bind", "127.0.0.1", *([host] if host != "127.0.0.1" else []), "--protected-mode", "no")
+        options += ("--replica-announce-ip", host)
+        self.primary = RedisProcess(root / "primary", *options)
+        self.replicas = [
+            RedisProcess(root / f"replica{i}", *options, "--replicaof", host, str(self.primary.port))
+            for i in range(replicas)
+        ]
+        self.sentinels = [
+            HostSentinel(root / f"sentinel{i}", self.primary, SERVICE, DOWN_AFTER_MS, host) for i in range(3)
+        ]
+        self.nodes = [self.primary, *self.replicas]
+        self.processes: list[RedisProcess] = [*self.nodes, *self.sentinels]
         try:
-            self.sentinels = start_sentinels(root, self.primary, SERVICE, down_after_ms=DOWN_AFTER_MS)
+            for node in self.processes:
+                node.start()
+            until_sync(lambda: all(_in_sync(r) for r in self.replicas), 30, "the replicas in sync")
+            until_sync(lambda: _acquainted(self.sentinels, replicas), 30, "the Sentinels acquainted")
         except BaseException:
-            self.replica.stop()
-            self.primary.stop()
+            for process in self.processes:
+                process.stop()
             raise
-        self.url = (
-            "redis+sentinel://" + ",".join(f"127.0.0.1:{s.port}" for s in self.sentinels) + f"/{SERVICE}"
-        )
+        self.url = "redis+sentinel://" + ",".join(f"{host}:{s.port}" for s in self.sentinels) + f"/{SERVICE}"
         self.env: dict[str, str] = {}
-        # Past down-after and the election: the Sentinels have promoted the replica when the old primary
+        # Past down-after and the election: the Sentinels have promoted a replica when the old primary
         # wakes, and believes itself the primary still.
         self.stop_seconds = DOWN_AFTER_MS / 1000 * 3 + 2
-        self.nodes = [self.primary, self.replica]
-        self.processes: list[RedisProcess] = [*self.nodes, *self.sentinels]
 
     def _named_port(self) -> int | None:
         """The primary's port as a majority of the Sentinels name it."""
@@ -169,7 +226,7 @@ class SentinelSetup:
         return port is not None and port != victim.port
 
     def healthy(self) -> bool:
-        """The primary the Sentinels name is one, the other node its replica in sync."""
+        """The primary the Sentinels name is one, the other nodes its replicas in sync."""
         port = self._named_port()
         for node in self.nodes:
             wanted = "master" if node.port == port else "slave"

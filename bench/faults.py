@@ -1,8 +1,8 @@
 """Faults on a schedule against a replicated Redis and several server nodes, every client's history judged.
 
-A Redis setup (`--setup cluster`: 3 primaries and 3 replicas; `--setup sentinel`: a primary, its replica
-and three Sentinels; bench/fault_setups.py) and `--nodes` server nodes (child processes) start on this
-machine;
+A Redis setup (`--setup cluster`: 3 primaries and 3 replicas; `--setup sentinel`: a primary, its
+`--replicas` replicas and three Sentinels; bench/fault_setups.py) and `--nodes` server nodes (child
+processes) start on this machine;
 `--games` games are played, each by two players on two different nodes and followed by a spectator on a
 third, every command with its own id (retried with the same id after `unavailable`). Meanwhile, one at a
 time and each bounded in time, faults from `--faults`:
@@ -12,18 +12,20 @@ time and each bounded in time, faults from `--faults`:
     kill_node      kill -9 of a server node; it starts again on the same port
     stop_master    SIGSTOP of a primary past the failover timeout, then SIGCONT (it wakes a primary no
                    more: what it takes meanwhile must not count)
-    lag_kill       a primary's replica stopped and cut off, LAG_SECONDS of writes on the primary alone,
-                   kill -9 of the primary, the replica woken and promoted: what `primary` acknowledged
-                   meanwhile is lost (clients see 4001); above `primary` it was never acknowledged
+    lag_kill       a primary's replicas stopped and cut off, LAG_SECONDS of writes on the primary alone,
+                   kill -9 of the primary, the replicas woken and one promoted: what `primary`
+                   acknowledged meanwhile is lost (clients see 4001); above `primary` it was never
+                   acknowledged
+    partition_node a server node cut from Redis (and the Sentinels) for PARTITION_SECONDS, its clients
+                   still reaching it, then healed (Sentinel setup only; needs root, `ip` and `nft`: each
+                   node then runs in a network namespace of its own, bench/partitions.py)
 
 Every send, answer, envelope received and close code is recorded; at the end each game's stream is read
 back and bench/history.py judges the lot. Printed and saved (bench/results/faults.json): the verdict,
 acknowledged commands lost per level and per fault, seconds without service per fault.
 
     python -m bench faults [--quick] [--setup cluster|sentinel] [--ack primary|replica|replica_fsync]
-                           [--games 12] [--seconds 60] [--fault-count 6] [--nodes 3]
-
-Levels above primary are refused on a Cluster (the nodes do not start): use them with --setup sentinel.
+                           [--games 12] [--seconds 60] [--fault-count 6] [--nodes 3] [--replicas 1]
 
 `--seconds` spreads the faults (one every seconds / (count + 1)); play goes on until the last one ended.
 """
@@ -59,15 +61,21 @@ from bench.history import (
     check,
     digest,
 )
+from bench.partitions import HOST, Namespaces, supported
 from orchestra_client import ConnectionRefused, GameClient, create_game, get_events
 from tests.support.redis import RedisProcess
 
-FAULTS = ("kill_master", "kill_node", "stop_master", "lag_kill")
+FAULTS = ("kill_master", "kill_node", "stop_master", "lag_kill", "partition_node")
+# The faults a run makes without asking for them by name: partitions need root and namespaces.
+DEFAULT_FAULTS = ("kill_master", "kill_node", "stop_master", "lag_kill")
 ACK_LEVELS = ("primary", "replica", "replica_fsync")
 # The quick run's: a loss at `primary` (the checker must see it) and a node killed.
 QUICK_FAULTS = ("lag_kill", "kill_node")
 # How long a lag_kill's primary takes writes no replica gets.
 LAG_SECONDS = 1.0
+# How long a partitioned node is cut from Redis: past the store's command timeout, so that its commands
+# answer unavailable and its tails give up and come back.
+PARTITION_SECONDS = 6.0
 # Every fault ends within this (the Cluster healthy again, the node back), or the run says so.
 FAULT_BOUND = 30.0
 ANSWER_TIMEOUT = 15.0
@@ -124,6 +132,8 @@ class Run:
     setup: Setup
     ports: list[int]
     env: dict[str, str]
+    # Each node in a network namespace of its own (node i in namespace i), when the run partitions.
+    namespaces: Namespaces | None = None
     servers: dict[int, ServerProcess] = field(default_factory=dict)
     faults: list[Fault] = field(default_factory=list)
     failovers: dict[str, bool | None] = field(default_factory=dict)
@@ -132,12 +142,19 @@ class Run:
 
     def start_node(self, port: int) -> ServerProcess:
         """A server node on `port` (the same port again after a kill, so that its clients come back)."""
-        server = ServerProcess("ours", self.setup.url, env=self.env, args=["--port", str(port)])
+        args, wrapper = ["--port", str(port)], []
+        if self.namespaces is not None:
+            index = self.ports.index(port)
+            args += ["--host", self.namespaces.address(index)]
+            wrapper = self.namespaces.wrapper(index)
+        server = ServerProcess("ours", self.setup.url, env=self.env, args=args, wrapper=wrapper)
         self.servers[port] = server
         return server
 
     def url(self, index: int) -> str:
-        return f"http://127.0.0.1:{self.ports[index % len(self.ports)]}"
+        index %= len(self.ports)
+        host = "127.0.0.1" if self.namespaces is None else self.namespaces.address(index)
+        return f"http://{host}:{self.ports[index]}"
 
 
 async def _play(run: Run, game_id: str, players: list[RecordingClient], stopping: asyncio.Event) -> None:
@@ -227,6 +244,14 @@ async def _fault(run: Run, kind: str, number: int, rng: random.Random) -> None:
         run.servers[port].stop()
         await asyncio.sleep(1.0)
         await asyncio.to_thread(run.start_node, port)
+    elif kind == "partition_node":
+        assert run.namespaces is not None  # main() gives a partitioning run its namespaces
+        index = rng.randrange(len(run.ports))
+        await asyncio.to_thread(run.namespaces.cut, index, [p.port for p in setup.processes])
+        try:
+            await asyncio.sleep(PARTITION_SECONDS)
+        finally:
+            await asyncio.to_thread(run.namespaces.heal, index)
     else:
         raise ValueError(f"unknown fault {kind!r}")
     run.faults.append(Fault(name, start, now()))
@@ -282,17 +307,37 @@ async def _final_streams(run: Run, game_ids: list[str]) -> dict[str, list[Stored
 
 
 async def _main(args: argparse.Namespace) -> dict[str, Any]:
+    namespaces = Namespaces(args.nodes).open() if "partition_node" in args.faults else None
+    try:
+        return await _run(args, namespaces)
+    finally:
+        if namespaces is not None:
+            namespaces.close()
+
+
+def _start_setup(args: argparse.Namespace, namespaces: Namespaces | None) -> Setup:
     root = Path(tempfile.mkdtemp(prefix="bench-faults-"))
-    setup: Setup = await asyncio.to_thread(SETUPS[args.setup], root)
+    if args.setup == "cluster":
+        return ClusterSetup(root)
+    return SentinelSetup(root, replicas=args.replicas, host=HOST if namespaces is not None else "127.0.0.1")
+
+
+async def _run(args: argparse.Namespace, namespaces: Namespaces | None) -> dict[str, Any]:
+    setup = await asyncio.to_thread(_start_setup, args, namespaces)
     env = dict(setup.env)
     if args.ack != "primary":
         env["ORCHESTRA_ACK"] = args.ack
-    run = Run(setup, [free_port() for _ in range(args.nodes)], env)
+    run = Run(setup, [free_port() for _ in range(args.nodes)], env, namespaces)
     clients: list[RecordingClient] = []
     try:
         for port in run.ports:
             await asyncio.to_thread(run.start_node, port)
-        say(f"faults: {setup.name}, ack {args.ack}, {args.nodes} server nodes, {args.games} games")
+        say(
+            f"faults: {setup.name}"
+            + (f" ({args.replicas} replicas)" if args.setup == "sentinel" else "")
+            + f", ack {args.ack}, {args.nodes} server nodes{' in namespaces' if namespaces else ''}, "
+            f"{args.games} games"
+        )
         opened = [await _open_game(run, index, args.ack) for index in range(args.games)]
         clients = [client for _, group in opened for client in group]
         run.game_ids = [game_id for game_id, _ in opened]
@@ -327,6 +372,7 @@ def _report(
     return {
         "quick": args.quick,
         "setup": args.setup,
+        "replicas": args.replicas if args.setup == "sentinel" else 1,
         "nodes": args.nodes,
         "ack": args.ack,
         "games": args.games,
@@ -357,9 +403,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--faults",
         type=lambda text: [k for k in text.split(",") if k],
         default=None,
-        help=f"kinds in turn, comma-separated, of {', '.join(FAULTS)} (quick: {','.join(QUICK_FAULTS)})",
+        help=f"kinds in turn, comma-separated, of {', '.join(FAULTS)} (default: all but partition_node; "
+        f"quick: {','.join(QUICK_FAULTS)})",
     )
     parser.add_argument("--setup", choices=sorted(SETUPS), default="cluster", help="the Redis setup")
+    parser.add_argument("--replicas", type=int, default=1, help="the Sentinel setup's replicas (1 or more)")
     parser.add_argument(
         "--ack", choices=ACK_LEVELS, default="primary", help="ORCHESTRA_ACK of the nodes (primary: unset)"
     )
@@ -367,10 +415,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
-    args.faults = args.faults or list(QUICK_FAULTS if args.quick else FAULTS)
+    args.faults = args.faults or list(QUICK_FAULTS if args.quick else DEFAULT_FAULTS)
     unknown = [kind for kind in args.faults if kind not in FAULTS]
     if unknown:
         raise SystemExit(f"unknown fault(s) {', '.join(unknown)}: choose among {', '.join(FAULTS)}")
+    if args.replicas < 1 or (args.replicas != 1 and args.setup != "sentinel"):
+        raise SystemExit(
+            "--replicas: 1 or more, and only with --setup sentinel (a Cluster has one per master)"
+        )
+    if "partition_node" in args.faults:
+        if args.setup != "sentinel":
+            raise SystemExit("partition_node needs --setup sentinel")
+        refused = supported()
+        if refused is not None:
+            raise SystemExit(f"partition_node needs network namespaces and nftables: {refused}")
     args.games = args.games or (3 if args.quick else 12)
     args.seconds = args.seconds or (12.0 if args.quick else 60.0)
     args.fault_count = args.fault_count or (2 if args.quick else 6)

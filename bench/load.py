@@ -33,7 +33,7 @@ With `--ack-levels`, the cost of each acknowledgement level (ORCHESTRA_ACK) inst
 interference, on a primary with one replica (both on this machine), one run per level in each round, the
 order rotating: `primary`, `replica`, and `replica_fsync` where the redis-server is 7.2 or later (WAITAOF;
 the pair then keeps an append-only file, fsynced every second, for every level). Reported: each level's
-throughput and p99, and their ratios to `primary` (bench/results/load_ack.json).
+throughput and p99, and their ratios to `primary` (bench/results/load_ack*.json).
 
     python -m bench load --ack-levels [--rounds 3] [--duration 20] [--tables 12] [--quick]
 """
@@ -892,7 +892,8 @@ def ack_main(args: argparse.Namespace, argv: list[str]) -> int:
         "summary": summary,
         "rounds": sets,
     }
-    path = write_result("load_ack", payload, argv)
+    # A name of its own per variant (load_ack_tables4.json), as the documented workload's.
+    path = write_result("load_ack" + result_name(args).removeprefix("load"), payload, argv)
     parts = []
     for level, figures in summary["levels"].items():
         against = summary["ratios_to_primary"][level]

@@ -37,6 +37,10 @@ def test_an_unknown_fault_or_level_is_refused_in_words_before_anything_starts() 
     for args, said in (
         (["faults", "--quick", "--faults", "kill_master,partition"], "unknown fault(s) partition"),
         (["faults", "--ack", "all"], "invalid choice: 'all'"),
+        # Partitions put the nodes in network namespaces that the Cluster setup does not reach.
+        (["faults", "--faults", "partition_node"], "partition_node needs --setup sentinel"),
+        (["faults", "--replicas", "2"], "only with --setup sentinel"),
+        (["faults", "--setup", "sentinel", "--replicas", "0"], "--replicas: 1 or more"),
     ):
         done = subprocess.run(
             [sys.executable, "-m", "bench", *args], cwd=ROOT, capture_output=True, timeout=60, check=False
