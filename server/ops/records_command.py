@@ -14,6 +14,7 @@ from server.ops.progress import INTERRUPTED
 from server.records.database import open_records
 from server.records.runner import rebuild, run
 from server.store import StoreError
+from server.store.redis import SentinelUrlError
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -34,8 +35,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="run (the default): follow the games; rebuild: build the next version of the tables beside "
         "the live one, from the streams and the archives, and switch reads to it once caught up",
     )
-    records.add_argument("--redis-url", help="the Redis holding the games (default: the embedded one)")
-    records.add_argument("--data-dir", type=Path, default=Path("var"), help="the data dir (default ./var)")
+    records.add_argument(
+        "--redis-url",
+        help="the Redis holding the games: redis://, unix://, a Cluster node, or redis+sentinel:// "
+        "(default: ORCHESTRA_REDIS_URL, else the data dir's Redis)",
+    )
+    records.add_argument(
+        "--data-dir", type=Path, help="the data dir (default: ORCHESTRA_DATA_DIR, else ./var)"
+    )
     records.add_argument("--records-url", help="the records database (default: SQLite in the data dir)")
     records.add_argument("--archives", type=Path, metavar="DIR", help="a folder of archived games' files")
     records.add_argument("--interval", type=float, default=1.0, help="seconds between passes (default 1)")
@@ -57,6 +64,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def main(args: argparse.Namespace) -> int:
     """Run the projector; its exit status."""
+    # The servers' own settings, so that a projector beside them needs no options of its own.
+    args.redis_url = args.redis_url or os.environ.get("ORCHESTRA_REDIS_URL") or None
+    args.data_dir = args.data_dir or Path(os.environ.get("ORCHESTRA_DATA_DIR") or "var")
     url = args.records_url or os.environ.get("ORCHESTRA_RECORDS_URL")
     try:
         database = open_records(url, args.data_dir)
@@ -89,6 +99,9 @@ def main(args: argparse.Namespace) -> int:
 
     try:
         return asyncio.run(project())
+    except SentinelUrlError as exc:
+        print(f"orchestra: {exc}", file=sys.stderr)
+        return 2
     except (LocalStoreError, StoreError, EmbeddedRedisError) as exc:
         print(f"orchestra: {exc}", file=sys.stderr)
         return 1

@@ -1,8 +1,9 @@
 """The projector's lease in Redis: one projector writes a records database at a time; others wait.
 
 The lease is a key holding its holder's random token with an expiry; the holder renews it well before it
-expires and stops writing when a renewal finds the key gone or another's, so two projectors never write at
-once for longer than the holder takes to notice (a pass, at most).
+expires and stops writing when a renewal finds the key another's, so two projectors never write at once
+for longer than the holder takes to notice (a pass, at most). A key found gone (expired, or lost in a
+failover to a replica that had not received it) is taken again if no one else has taken it.
 """
 
 from __future__ import annotations

@@ -8,12 +8,19 @@ from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import redis.asyncio as aioredis
+from redis.exceptions import RedisError
 
 from server.records.database import RecordsDatabase, SqlRecords
 from server.records.lease import Lease
 from server.records.projector import Projector, Streams
 from server.records.status import Status
+from server.store import StoreUnavailable
+from server.store.redis.sentinel import is_sentinel_url, parse_sentinel_url, sentinel_client
+
+# How long the lease's client waits to connect (a Sentinel's answer included).
+CONNECT_TIMEOUT = 5.0
 
 # The lease a rebuild holds: one rebuild at a time, beside the projector's own lease.
 REBUILD_KEY = "orchestra:records:rebuild"
@@ -55,9 +62,24 @@ async def run(
             await asyncio.sleep(ttl / 3)
         say("records: projecting")
         told = 0
+        unreachable = False
         while True:
-            async with streams() as store:
-                await projector.catch_up(store)
+            try:
+                async with streams() as store:
+                    await projector.catch_up(store)
+            except StoreUnavailable as exc:  # an outage, a failover: the next pass tries again
+                projector.lag = msgspec.structs.replace(projector.lag, caught_up=False)
+                if not unreachable:
+                    say(f"records: the store cannot be reached ({exc}); trying again")
+                unreachable = True
+                await asyncio.sleep(interval)
+                if not await _hold(lease, ttl, say):
+                    say("records: the lease was lost; stopping")
+                    return 1
+                continue
+            if unreachable:
+                say("records: the store answers again")
+                unreachable = False
             found = list(projector.damaged.values())
             for damage in found[told:]:  # each damaged game once
                 say(
@@ -69,7 +91,7 @@ async def run(
             if once and projector.lag.caught_up:
                 return 0
             await asyncio.sleep(interval)
-            if not await lease.renew():
+            if not await _hold(lease, ttl, say):
                 say("records: the lease was lost; stopping")
                 return 1
     finally:
@@ -125,8 +147,26 @@ async def rebuild(
         await client.aclose()
 
 
+async def _hold(lease: Lease, ttl: float, say: Callable[[str], None]) -> bool:
+    """Whether the lease is still ours: renewed, or taken again when it is free (a failover to a replica
+    that had not yet received it loses it). While its Redis cannot be reached, wait: the lease runs out
+    meanwhile if the wait is long, and then another projector may take it, which this one then sees."""
+    told = False
+    while True:
+        try:
+            return await lease.take()
+        except (RedisError, OSError) as exc:
+            if not told:
+                say(f"records: the lease's Redis cannot be reached ({exc}); trying again")
+                told = True
+            await asyncio.sleep(min(1.0, ttl / 3))
+
+
 async def _lease_client(url: str) -> Any:
-    """A client of the Redis at `url` for the lease: a Cluster client when that Redis is a Cluster node."""
+    """A client of the Redis at `url` for the lease: a Cluster client when that Redis is a Cluster node,
+    and the primary the Sentinels name (followed through failovers) for a redis+sentinel:// URL."""
+    if is_sentinel_url(url):
+        return sentinel_client(parse_sentinel_url(url), CONNECT_TIMEOUT, max_connections=4)
     client = aioredis.from_url(url)
     try:
         cluster = int((await client.info("cluster")).get("cluster_enabled", 0)) == 1
