@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from server.records.database import sqlite_records
-from tests.browser.phone import check_fits_phone, new_phone
+from tests.browser.phone import PHONE, TOUCH, check_fits_phone, new_phone
 from tests.records.play import play_game
 from tests.records.test_projector import project
 from tests.support.browser import screenshot
@@ -68,3 +68,23 @@ def test_the_player_route_answers_json_to_a_client_and_the_page_to_a_browser(ser
     assert httpx.get(server.url + "/records/players/Ada").json()["code"] == "unknown_player"
     page = httpx.get(server.url + "/records/players/Ada", headers={"accept": "text/html"})
     assert page.status_code == 200 and '<script type="module" src="/static/player.js">' in page.text
+
+
+async def test_the_watch_and_replay_pages_link_to_the_records_with_a_phone_sized_target(
+    browser: Any, server: ServerProcess
+) -> None:
+    played = await play_game(server.url, random.Random(44))
+    errors: list[str] = []
+    page = await new_phone(browser, errors)
+    for kind in ("watch", "replay"):
+        await page.goto(f"{server.url}/games/{played.game_id}/{kind}")
+        link = page.locator('a[href="/records"]')
+        await link.wait_for(state="visible")
+        box = await link.bounding_box()
+        assert box is not None
+        assert box["height"] >= TOUCH - 0.5 and box["width"] >= TOUCH - 0.5, (kind, box)
+        assert 0 <= box["x"] and box["x"] + box["width"] <= PHONE["width"], (kind, box)
+        await screenshot(page, f"records-link-{kind}-phone")
+    await link.click()
+    await page.wait_for_url("**/records")
+    assert errors == []
