@@ -136,9 +136,11 @@ class HostSentinel(SentinelProcess):
 
     def start(self) -> HostSentinel:
         config = self.directory / "sentinel.conf"
+        # One address once: a second listener on the same one fails the start.
+        bind = "127.0.0.1" if self.host == "127.0.0.1" else f"127.0.0.1 {self.host}"
         # Sentinel rewrites its own config file (what it learns), so each has one of its own.
         config.write_text(
-            f"port {self.port}\nbind 127.0.0.1 {self.host}\nprotected-mode no\ndir {self.directory}\n"
+            f"port {self.port}\nbind {bind}\nprotected-mode no\ndir {self.directory}\n"
             f"logfile sentinel.log\nsentinel monitor {self.service} {self.host} {self.primary.port} 2\n"
             f"sentinel down-after-milliseconds {self.service} {self.down_after_ms}\n"
             f"sentinel failover-timeout {self.service} 10000\n"
