@@ -1,7 +1,7 @@
-"""Sealing new envelopes: each chained to the one before it and signed by the node's key.
+"""Sealing new envelopes: each chained to the one before it and named for the key that will sign it.
 
 The envelope itself, its codec and its chain are the protocol's (`server.protocol.envelope`); signing is
-the engine's, as it holds the node's key (`server.engine.signing`).
+the engine's notary's (`server.engine.notary`), which signs the bodies sealed here in batches.
 """
 
 from __future__ import annotations
@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from domain import Event
-from server.engine.signing import ENVELOPE, Signer
-from server.protocol.envelope import Envelope, chain_hash, encode
+from server.protocol.envelope import Envelope, chain_hash, encode_body
 
 
 def seal(
@@ -21,13 +20,12 @@ def seal(
     command_id: str,
     seat: int | None,
     events: Sequence[Event],
-    signer: Signer,
+    key: str,
 ) -> tuple[list[Envelope], list[bytes], str]:
-    """The envelopes of `events` as versions version+1.., chained from `chain_head` and each signed by
-    `signer`: as values (without their signatures), encoded, and the chain head after the last."""
+    """The envelopes of `events` as versions version+1.., chained from `chain_head`, to be signed by key
+    `key`: as values, as bodies (encoded, without their proofs), and the chain head after the last."""
     items: list[Envelope] = []
-    data: list[bytes] = []
-    sign, kid = signer.sign, signer.key_id
+    bodies: list[bytes] = []
     for offset, event in enumerate(events, start=1):
         item = Envelope(
             game_id=game_id,
@@ -37,10 +35,10 @@ def seal(
             seat=seat,
             event=event,
             prev=chain_head,
-            key=kid,
+            key=key,
         )
-        encoded = sign(ENVELOPE, encode(item))
-        chain_head = chain_hash(encoded)
+        body = encode_body(item)
+        chain_head = chain_hash(body)
         items.append(item)
-        data.append(encoded)
-    return items, data, chain_head
+        bodies.append(body)
+    return items, bodies, chain_head

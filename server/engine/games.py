@@ -149,9 +149,10 @@ class Games:
         game_id = created.game_id
         command_id = f"create:{auth.new_token()[:16]}"
         node = self.node
-        _, data, _ = seal(
-            game_id, 0, envelope.GENESIS, node.clock(), command_id, None, [created], node.signer
+        _, bodies, _ = seal(
+            game_id, 0, envelope.GENESIS, node.clock(), command_id, None, [created], node.signer.key_id
         )
+        data = await node.notary.sign(bodies)
         hashed = None if creator is None else creator_of(creator, self._creator_key)
         public = created.spectators == "public"
         listing = listing_of(created.players, hashed, open_table=created.open) if public else None

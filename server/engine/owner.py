@@ -38,6 +38,7 @@ from projections import View
 from server import auth
 from server.engine.envelope import seal
 from server.engine.folded import Diverged, FoldedGame, GapError
+from server.engine.notary import Notary
 from server.engine.outbox import Outbox
 from server.engine.signing import Signer
 from server.metrics import Metrics
@@ -134,21 +135,17 @@ class Follower:
 
 
 class _Plan:
-    """A decided command: the version it expects and the bytes stored there, its envelopes, and the chain
-    head after them."""
+    """A decided command: the version it expects and the bytes stored there (once its round's first
+    plan knows them: the bytes the game's fold ended with), its envelopes (their bodies, then once signed
+    their stored lines), and the chain head after them."""
 
     __slots__ = ("submission", "expected", "after", "items", "data", "chain_head")
 
     def __init__(
-        self,
-        submission: Submission,
-        expected: int,
-        after: bytes | None,
-        items: list[Envelope],
-        data: list[bytes],
-        chain_head: str,
+        self, submission: Submission, expected: int, items: list[Envelope], data: list[bytes], chain_head: str
     ) -> None:
-        self.submission, self.expected, self.after = submission, expected, after
+        self.submission, self.expected = submission, expected
+        self.after: bytes | None = None
         self.items, self.data, self.chain_head = items, data, chain_head
 
 
@@ -167,6 +164,7 @@ class Node:
         retry_delay: float = 0.5,
     ) -> None:
         self.store, self.clock, self.metrics, self.signer = store, clock, metrics, signer
+        self.notary = Notary(signer, clock)
         self.retries, self.command_timeout, self.retry_delay = retries, command_timeout, retry_delay
         self._reported: set[tuple[str, int]] = set()
 
@@ -308,6 +306,7 @@ class LiveGame:
 
     async def _round(self, batch: list[Submission]) -> None:
         plans, refused = self._decide([s for s in batch if not s.answered])
+        await self._signed(plans)
         results = await self._append(plans)
 
         accepted: list[_Plan] = []
@@ -374,11 +373,11 @@ class LiveGame:
         self._retry(again)
 
     def _decide(self, batch: list[Submission]) -> tuple[list[_Plan], list[tuple[Submission, Rejected]]]:
-        """Decide each command on the state the ones before it leave."""
+        """Decide each command on the state the ones before it leave; each accepted one's envelopes sealed
+        (their bodies, signed by `_signed`)."""
         folded = self.folded
         state, version, chain_head = folded.board.game, folded.version, folded.chain_head
-        last_bytes = folded.last_bytes
-        at, signer = self._node.clock(), self._node.signer
+        at, key = self._node.clock(), self._node.notary.signer.key_id
         plans: list[_Plan] = []
         refused: list[tuple[Submission, Rejected]] = []
         accepted: Sequence[Event] = ()  # the last accepted command's events, not yet in `state`
@@ -394,13 +393,28 @@ class LiveGame:
             except Rejected as exc:
                 refused.append((submission, exc))
                 continue
-            items, data, chain_head = seal(
-                self.game_id, version, chain_head, at, command.id, command.seat, events, signer
+            items, bodies, chain_head = seal(
+                self.game_id, version, chain_head, at, command.id, command.seat, events, key
             )
-            plans.append(_Plan(submission, version, last_bytes, items, data, chain_head))
-            version, last_bytes = version + len(events), data[-1]
+            plans.append(_Plan(submission, version, items, bodies, chain_head))
+            version += len(events)
             accepted = events
+        if plans:
+            plans[0].after = folded.last_bytes
         return plans, refused
+
+    async def _signed(self, plans: list[_Plan]) -> None:
+        """Sign the plans' bodies in this loop turn's batch: each plan gets its stored lines, and the
+        bytes the stream must end with before it (the plan before's last line)."""
+        if not plans:
+            return
+        lines = await self._node.notary.sign([body for p in plans for body in p.data])
+        after, start = plans[0].after, 0
+        for plan in plans:
+            plan.after = after
+            plan.data = lines[start : start + len(plan.data)]
+            start += len(plan.data)
+            after = plan.data[-1]
 
     async def _append(self, plans: list[_Plan]) -> list[Appended | StoreError]:
         """Append the plans in one store call; each gets its own result."""

@@ -165,6 +165,10 @@ class Signer:
         """The public key as the base64 of its 32 raw bytes."""
         return base64.b64encode(_raw_public(self.public)).decode()
 
+    def signature(self, data: bytes) -> str:
+        """The base64 Ed25519 signature of `data` (a checkpoint's text)."""
+        return base64.b64encode(self._private.sign(data)).decode()
+
     def sign(self, context: bytes, unsigned: bytes) -> bytes:
         """The signed line of `unsigned`: a JSON object whose last two fields are `"key":"<this key's id>"`
         and `"sig":null`, as the envelope and trailer structs encode with their key set and no sig."""
@@ -187,9 +191,14 @@ def signed_part(line: bytes) -> tuple[bytes, bytes] | None:
     return line[:cut] + b"}", signature
 
 
+# Checkpoints a keyring remembers as checked: a verification run meets each batch's checkpoint once per
+# envelope of the batch, across games; past this many, it forgets them all and checks anew.
+CHECKED_CHECKPOINTS = 65_536
+
+
 class Keyring:
     """The public keys a verifier trusts, by key id: the current one and any retired ones, each with its
-    period."""
+    period. It remembers the checkpoints whose signatures it has checked, so a run checks each once."""
 
     def __init__(self, keys: Iterable[Ed25519PublicKey | Trusted] = (), current: str | None = None) -> None:
         self._keys: dict[str, Trusted] = {}
@@ -197,6 +206,8 @@ class Keyring:
             trusted = key if isinstance(key, Trusted) else Trusted(key)
             self._keys[trusted.id] = trusted
         self.current = current
+        self._checked: set[tuple[str, bytes, str]] = set()
+        self.checkpoints_checked = 0  # checkpoint signatures verified, not remembered
 
     @classmethod
     def of(
@@ -250,6 +261,23 @@ class Keyring:
         except InvalidSignature:
             return None, f"bad signature (key {kid}): the signed bytes were altered"
         return body, None
+
+    def check_checkpoint(self, kid: str, text: bytes, signature: str) -> str | None:
+        """The problem with a checkpoint's signature by key `kid` over `text`; None when it holds."""
+        if (kid, text, signature) in self._checked:
+            return None
+        trusted = self._keys.get(kid)
+        if trusted is None:
+            return f"signed by key {kid!r}, which is not one of the trusted keys"
+        self.checkpoints_checked += 1
+        try:
+            trusted.key.verify(base64.b64decode(signature, validate=True), text)
+        except (InvalidSignature, binascii.Error, ValueError):
+            return f"bad checkpoint signature (key {kid}): the checkpoint or the signature was altered"
+        if len(self._checked) >= CHECKED_CHECKPOINTS:
+            self._checked.clear()
+        self._checked.add((kid, text, signature))
+        return None
 
 
 class KeyOrder:

@@ -2,11 +2,14 @@
 
 `verify(lines, keys=...)` takes the stored envelope bytes in order (as GET /games/{id}/events gives them,
 one per line, optionally ending with the export's signed trailer) and reports the first bad version, if
-any. Each envelope's signature is checked first, with the trusted public keys `keys`: an envelope changed
-in any way (its event, seat, command id, time, chain link) is found at its own version, whatever else was
-rewritten after it. A retired key vouches only for envelopes dated before its retirement, and no envelope
-of a key retired earlier may follow one of a newer key (`KeyOrder`): a copy of a retired key forges neither
-a game dated after its retirement nor an envelope appended to a game the newer key signed. Each event
+any. Each envelope's proof (its inclusion path to a checkpoint its key signed; or, in games signed before
+batches, its own signature) is checked first, with the trusted public keys `keys`: an envelope changed in
+any way (its event, seat, command id, time, chain link, proof) is found at its own version, whatever else
+was rewritten after it. The keyring checks each distinct checkpoint's signature once, so a run over many
+games signed in the same batches costs a path of hashes per envelope and a signature per batch. A retired
+key vouches only for envelopes dated before its retirement, and no envelope of a key retired earlier may
+follow one of a newer key (`KeyOrder`): a copy of a retired key forges neither a game dated after its
+retirement nor an envelope appended to a game the newer key signed. Each event
 after the first (a placement, a take-back, the end) is then checked by deciding again the command it
 records on the state before it, so even a history the server itself signed must follow the rules.
 
@@ -47,6 +50,7 @@ from domain import (
 from domain.rules import doubles
 from domain.vocabulary import DOUBLING_SKILL, MATERIAL_CHOICE, MATERIALS, RULES_VERSION, Material
 from projections import Board, View, apply
+from server.engine.notary import proof_problem
 from server.engine.signing import ENVELOPE, TRAILER, KeyOrder, Keyring
 from server.engine.trailer import TRAILER_START, decode_trailer
 from server.protocol import envelope
@@ -164,7 +168,19 @@ def _without_trailer(lines: Sequence[bytes]) -> Sequence[bytes]:
 def _authentic(
     line: bytes, keys: Keyring, allow_unsigned: bool, after_signed: bool
 ) -> tuple[envelope.Envelope | None, str | None]:
-    """The envelope a line holds, decoded from the bytes its signature covers; or why it cannot be."""
+    """The envelope a line holds, decoded from the bytes its proof or signature covers; or why it cannot
+    be."""
+    split = envelope.split_proof(line)
+    if split is not None:  # signed in a batch: its body is the leaf the proof's path leads from
+        body, proof = split
+        try:
+            item = envelope.decode(body)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            return None, f"unreadable envelope: {exc}"
+        if item.key is None or item.sig is not None or item.proof is not None:
+            return None, "a proof must follow the key, as the only field after it"
+        problem = proof_problem(keys, item.key, body, proof)
+        return (None, problem) if problem is not None else (item, None)
     try:
         item = envelope.decode(line)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
@@ -183,6 +199,8 @@ def _authentic(
         item = envelope.decode(signed)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         return None, f"unreadable envelope: {exc}"
+    if item.proof is not None:
+        return None, "a line signed alone holds no proof"
     return item, None
 
 

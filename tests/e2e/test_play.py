@@ -89,7 +89,9 @@ async def test_every_envelope_carries_the_hash_chain_and_the_seat_of_its_command
 
     async with httpx.AsyncClient(base_url=server.url) as http:
         lines = (await http.get(f"/games/{game_id}/events")).content.splitlines()
-    assert stream[1]["prev"] == hashlib.sha256(lines[0]).hexdigest()
+    # The chain hashes what the proof covers: the line without its proof (protocol.md, section 7).
+    body = lines[0][: lines[0].rindex(b',"proof":')] + b"}"
+    assert stream[1]["prev"] == hashlib.sha256(body).hexdigest()
 
 
 async def test_a_repeated_command_id_is_applied_once_even_across_a_reconnect(server: Any) -> None:

@@ -21,8 +21,10 @@ import pytest
 import redis
 
 from orchestra_client import GameClient
-from server.engine.signing import ENVELOPE, Signer
+from server.engine.signing import Signer
+from server.protocol import envelope
 from tests.support.e2e import PERF, new_game
+from tests.support.forgery import resigned
 from tests.support.logs import logged
 from tests.support.redis import stream_entries
 from tests.support.waiting import until
@@ -99,7 +101,8 @@ def _rechained(
         if strip:
             raw.pop("key", None)
             raw.pop("sig", None)
-        raw["prev"] = hashlib.sha256(out[-1]).hexdigest() if out else "0" * 64
+            raw.pop("proof", None)
+        raw["prev"] = envelope.chain_hash(out[-1]) if out else envelope.GENESIS
         out.append(msgspec.json.encode(raw))
     return out
 
@@ -182,8 +185,8 @@ def _resign_with_another_key(lines: list[bytes]) -> tuple[list[bytes], int]:
     out: list[bytes] = []
     for line in unsigned:
         raw = msgspec.json.decode(line)
-        raw["prev"] = hashlib.sha256(out[-1]).hexdigest() if out else "0" * 64
-        out.append(forger.sign(ENVELOPE, msgspec.json.encode({**raw, "key": forger.key_id, "sig": None})))
+        raw["prev"] = envelope.chain_hash(out[-1]) if out else envelope.GENESIS
+        out.append(resigned(raw, forger))
     return out, 1
 
 

@@ -55,7 +55,8 @@ async def test_every_command_of_the_transcript_gets_exactly_one_answer_and_versi
         lines = (await http.get(f"/games/{game_id}/events")).content.splitlines()
     stored = [json.loads(line) for line in lines]
     for before, after in zip(lines, stored[1:], strict=False):
-        assert after["prev"] == hashlib.sha256(before).hexdigest()
+        # What the proof covers: the line without its proof (protocol.md, section 7).
+        assert after["prev"] == hashlib.sha256(before[: before.rindex(b',"proof":')] + b"}").hexdigest()
     last = stored[-1]["version"]
     assert stored[-1]["event"]["type"] == "GameEnded"
 

@@ -22,10 +22,11 @@ from domain import (
 from orchestra_client import apply_delta
 from server.engine.games import Games
 from server.engine.owner import Follower, LiveGame, Outcome
-from server.engine.signing import ENVELOPE, Keyring
+from server.engine.signing import Keyring
 from server.ops.verify import verify
 from server.protocol import envelope
 from server.store.memory import MemoryEventStore
+from tests.support import forgery
 from tests.support.waiting import until
 
 CLASSICAL = PerformanceToken(era="classical")
@@ -216,11 +217,7 @@ async def test_verify_decides_each_take_back_again() -> None:
             if index == version - 1:
                 raw["event"], raw["seat"] = event, seat
             raw["prev"] = envelope.chain_hash(out[index - 1])
-            raw = {k: v for k, v in raw.items() if k not in ("key", "sig")}
-            signer = games.node.signer
-            out[index] = signer.sign(
-                ENVELOPE, msgspec.json.encode({**raw, "key": signer.key_id, "sig": None})
-            )
+            out[index] = forgery.resigned(raw, games.node.signer)
         return out
 
     # A take-back of another version, of another seat's placement, or after something else: found.

@@ -13,12 +13,14 @@ from domain import InstrumentToken, PerformanceToken, Place, Rejected, RepairTok
 from domain.messages import EndGame, Token
 from domain.vocabulary import Material
 from server.engine.games import Games
-from server.engine.signing import ENVELOPE, Keyring, Signer
+from server.engine.notary import proof_problem
+from server.engine.signing import Keyring, Signer
 from server.engine.trailer import trailer_line
 from server.ops.verify import verify
 from server.protocol import envelope
 from server.store.memory import MemoryEventStore
 from tests.support.appends import append
+from tests.support.forgery import resigned
 
 CHOICES: list[tuple[Token, str, tuple[Material, ...] | None]] = [
     (PerformanceToken("classical"), "viola", None),
@@ -72,8 +74,7 @@ def _raw(line: bytes) -> dict[str, Any]:
 
 def _resign(raw: dict[str, Any], signer: Signer) -> bytes:
     """An envelope signed by `signer`, as someone holding that key would sign it."""
-    raw = {k: v for k, v in raw.items() if k not in ("key", "sig")}
-    return signer.sign(ENVELOPE, msgspec.json.encode({**raw, "key": signer.key_id, "sig": None}))
+    return resigned(raw, signer)
 
 
 def _forge(
@@ -93,6 +94,7 @@ def _forge(
         if strip:
             raw.pop("key", None)
             raw.pop("sig", None)
+            raw.pop("proof", None)
             raw["prev"] = envelope.chain_hash(out[i - 1]) if i else envelope.GENESIS
             out[i] = msgspec.json.encode(raw)
         elif touched:
@@ -115,14 +117,18 @@ async def test_an_untouched_history_verifies_and_refolds_to_the_live_view(seed: 
     assert report.ended and report.unsigned == 0
 
 
-async def test_every_stored_envelope_is_signed_by_the_node_key_over_its_line_up_to_sig() -> None:
+async def test_every_stored_envelope_carries_a_proof_of_the_node_key_over_its_line_up_to_the_proof() -> None:
     _, _, lines, keys = await _played_game(moves=5)
     for line in lines:
         item = envelope.decode(line)
-        assert item.key == keys.current and item.sig is not None
-        assert line.endswith(f',"sig":"{item.sig}"}}'.encode())
-        signed, problem = keys.check(ENVELOPE, line, item.key)
-        assert problem is None and signed == line[: line.rindex(b',"sig":"')] + b"}"
+        assert item.key is not None and item.key == keys.current
+        assert item.sig is None and item.proof is not None
+        body, proof = line[: line.rindex(b',"proof":')] + b"}", line[line.rindex(b',"proof":') + 9 : -1]
+        assert envelope.split_proof(line) == (body, proof)
+        fields = msgspec.json.decode(line)
+        assert msgspec.json.decode(body) == {k: v for k, v in fields.items() if k != "proof"}
+        assert proof_problem(keys, item.key, body, proof) is None
+        assert proof_problem(keys, item.key, body.replace(b'"seat":', b'"seat": '), proof) is not None
 
 
 async def test_a_chair_moved_to_another_seat_is_found_at_its_version_even_with_the_chain_rewritten() -> None:
@@ -155,7 +161,8 @@ async def test_a_bonus_raised_together_with_the_layout_of_game_created_is_found_
         raw["prev"] = envelope.chain_hash(forged[i - 1])
         forged[i] = msgspec.json.encode(raw)
     report = verify(forged, keys=keys)
-    assert not report.ok and report.bad_version == 1 and "bad signature" in (report.problem or "")
+    assert not report.ok and report.bad_version == 1
+    assert "bad signature" in (report.problem or "")
 
 
 async def test_forged_command_ids_and_times_are_found_at_their_version() -> None:
@@ -246,7 +253,7 @@ async def test_a_game_signed_before_a_key_rotation_verifies_with_the_retired_key
 async def test_unsigned_envelopes_of_old_games_decode_and_verify_only_when_allowed() -> None:
     _, _, lines, keys = await _played_game()
     legacy = _forge(lines, 1, lambda raw: None, strip=True)
-    assert all(b'"sig"' not in line for line in legacy)
+    assert all(b'"sig"' not in line and b'"proof"' not in line for line in legacy)
     assert envelope.decode(legacy[1]).sig is None and envelope.decode(legacy[1]).key is None
     assert not verify(legacy, keys=keys).ok
     report = verify(legacy, keys=keys, allow_unsigned=True, complete=True)
@@ -263,7 +270,7 @@ async def test_a_signed_game_continued_from_an_unsigned_one_verifies_with_allow_
     service = Games(old_store)
     await _play(service, game_id, 5, 10, first_id=200)
     mixed = [r.data for r in await old_store.read(game_id)]
-    assert len(mixed) > len(legacy) and envelope.decode(mixed[-1]).sig is not None
+    assert len(mixed) > len(legacy) and envelope.decode(mixed[-1]).proof is not None
     report = verify(mixed, keys=Keyring.of(service.node.signer), allow_unsigned=True)
     assert report.ok and report.unsigned == len(legacy), report.problem
 

@@ -141,7 +141,7 @@ def test_each_twin_has_the_fields_and_tag_of_its_wire_frame(name: str) -> None:
 
 def test_the_envelope_requires_every_field_but_the_signature() -> None:
     fields = [f.name for f in msgspec.structs.fields(Envelope)]
-    assert set(DEFS["Envelope"]["required"]) == set(fields) - {"key", "sig"}
+    assert set(DEFS["Envelope"]["required"]) == set(fields) - {"key", "sig", "proof"}
     assert {"schema", "prev"} <= set(DEFS["Envelope"]["required"])
 
 

@@ -40,11 +40,15 @@ def module_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisProc
 
 
 @pytest.fixture
-def start_server(tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
+def start_server(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Callable[..., ServerProcess]]:
     """Start `orchestra serve` processes: `start(redis_url, **settings)` (None: embedded Redis).
 
     Overrides tests/conftest.py's `start_server`: here the Redis is always named, never the session's.
     """
+    if "redis_process" in request.fixturenames:
+        # Set up first, so that it stops after the servers, whatever the order a test names them in: a
+        # Redis gone under a server still running makes it log store errors that no test asked for.
+        request.getfixturevalue("redis_process")
     started: list[ServerProcess] = []
 
     def start(redis_url: str | None, **settings: Any) -> ServerProcess:

@@ -21,6 +21,7 @@ from orchestra_client import GameClient
 from server.engine.signing import Keyring, public_key_from_text
 from server.ops.verify import verify
 from server.protocol import envelope
+from tests.support.forgery import stored_line
 from tests.support.redis import RedisProcess, stream_entries
 from tests.support.reliability import new_game
 
@@ -58,7 +59,7 @@ def _unsigned(lines: list[bytes]) -> list[bytes]:
     for line in lines:
         item = envelope.decode(line)
         prev = envelope.chain_hash(out[-1]) if out else envelope.GENESIS
-        out.append(envelope.encode(msgspec.structs.replace(item, key=None, sig=None, prev=prev)))
+        out.append(envelope.encode(msgspec.structs.replace(item, key=None, sig=None, proof=None, prev=prev)))
     return out
 
 
@@ -73,7 +74,7 @@ def _rechain(lines: list[bytes]) -> list[bytes]:
     out = [lines[0]]
     for line in lines[1:]:
         item = envelope.decode(line)
-        out.append(envelope.encode(msgspec.structs.replace(item, prev=envelope.chain_hash(out[-1]))))
+        out.append(stored_line(msgspec.structs.replace(item, prev=envelope.chain_hash(out[-1]))))
     return out
 
 

@@ -14,6 +14,7 @@ from domain import CreateGame, EndGame, Event, Game, GameCreated, Place, decide
 from projections import Board, apply
 from server import auth
 from server.engine.envelope import seal
+from server.engine.notary import signed_batch
 from server.engine.signing import Signer
 from server.engine.trailer import trailer_line
 from server.protocol import envelope
@@ -47,8 +48,27 @@ def sealed(
     """The envelope of `event` after `lines` (chained to their last), signed by `signer`, dated `at`."""
     game_id = envelope.decode(lines[0]).game_id if lines else _game_id(event)
     chain_head = envelope.chain_hash(lines[-1]) if lines else envelope.GENESIS
-    _, data, _ = seal(game_id, len(lines), chain_head, at, command_id, seat, [event], signer)
-    return data[0]
+    _, bodies, _ = seal(game_id, len(lines), chain_head, at, command_id, seat, [event], signer.key_id)
+    return signed_batch(bodies, signer, at)[0]
+
+
+def stored_line(item: envelope.Envelope) -> bytes:
+    """The line a server would have stored for `item`, with its proof or signature as they are (so a
+    re-encoded envelope whose fields did not change is its line again, byte for byte)."""
+    if item.key is None:
+        return envelope.encode(item)
+    body = envelope.encode_body(msgspec.structs.replace(item, sig=None, proof=None))
+    if item.proof is not None:
+        return envelope.with_proof(body, envelope.encode(item.proof))
+    return body[:-1] + b',"sig":' + envelope.encode(item.sig) + b"}"
+
+
+def resigned(raw: dict[str, Any], signer: Signer, at: str | None = None) -> bytes:
+    """The line of an envelope's JSON object `raw` (its proof or signature dropped), as `signer` signs it
+    alone: a batch of one, dated `at` (else the envelope's own time)."""
+    fields = {name: value for name, value in raw.items() if name not in ("key", "sig", "proof")}
+    body = msgspec.json.encode({**fields, "key": signer.key_id})
+    return signed_batch([body], signer, at or str(raw["at"]))[0]
 
 
 def forged_game(signer: Signer, at: str, *, end: bool = False) -> tuple[list[bytes], list[str]]:
