@@ -246,11 +246,26 @@ export interface Envelope {
   seat: number | null;
   event: GameEvent;
   schema: number;
-  /** SHA-256 (hex) of the previous envelope's stored bytes; 64 zeros for GameCreated's. */
+  /** SHA-256 (hex) of the previous envelope's body (the envelope without its `proof`; for an envelope
+   * signed alone, its whole line); 64 zeros for GameCreated's. */
   prev: string;
-  /** The id of the key that signed it, and the signature (absent or null before signing). */
+  /** The id of the key that signed it (absent or null before signing). */
   key?: string | null;
+  /** The envelope's own signature (base64), in envelopes signed one at a time before batches. */
   sig?: string | null;
+  /** Where the envelope stands in the batch its key signed, and that batch's signed checkpoint. */
+  proof?: Proof | null;
+}
+/** An envelope's inclusion proof (docs/protocol.md section 7): its leaf's `index` among `size` leaves,
+ * the sibling hashes from the leaf up (hex), and the checkpoint: the tree's `root` (hex), its time and the
+ * key's Ed25519 signature of the checkpoint text (base64). */
+export interface Proof {
+  index: number;
+  size: number;
+  path: string[];
+  root: string;
+  at: string;
+  sig: string;
 }
 
 // Frames ------------------------------------------------------------------------------------------------
@@ -671,6 +686,32 @@ export function getLegal(
   placed: Token,
   options?: { skill?: number; token?: string | null; fetch?: Fetch },
 ): Promise<LegalSpaces>;
+
+/** One key of GET /signing-keys: its id, its raw 32-byte Ed25519 public key (base64), whether it signs
+ * now, and its period (a retired key vouches only for envelopes dated before `retired_at`). */
+export interface SigningKey {
+  id: string;
+  public_key: string;
+  status: "current" | "retired";
+  made_at?: string | null;
+  retired_at?: string | null;
+}
+/** GET /signing-keys: the current key's id, and every key, the current one first. */
+export interface SigningKeys {
+  current: string | null;
+  keys: SigningKey[];
+}
+export function getSigningKeys(baseUrl: string, options?: { fetch?: Fetch }): Promise<SigningKeys>;
+/** What verifyEnvelope found: the envelope is as the key wrote it, or why not, in words. */
+export type Verification = { ok: true } | { ok: false; problem: string };
+/** Check that a key of `keys` wrote `envelope` (as received: parsed, unchanged) as it is: its proof's
+ * inclusion path from its body to the checkpoint's root, and the checkpoint's Ed25519 signature (each
+ * checkpoint checked once per keys object); an envelope signed alone, against its own signature.
+ * Rejects only where the runtime's WebCrypto has no Ed25519. */
+export function verifyEnvelope(
+  envelope: Envelope,
+  keys: SigningKeys | readonly SigningKey[],
+): Promise<Verification>;
 
 /** The part of a WebSocket the client uses: the browser's, Node 22's global one, or the `ws` package's. */
 export interface WebSocketLike {

@@ -3,12 +3,13 @@
 // constructor passed as the `WebSocket` option, such as the `ws` package's). The server serves it at
 // GET /client/orchestra.js, and its types at GET /client/orchestra.d.ts.
 //
-// HTTP: createGame, listGames, getView, getPresence, getEvents, getLegal. The websocket: connect() -> a
-// Connection that keeps `view` current (applying view deltas itself) and `presence` (who is at the
-// table), answers place(), takeBack() and endGame() with promises, and resumes by itself after a drop,
-// 1012 or 1013 with `since`, so no envelope is missed or repeated (after 4001, HISTORY_CHANGED, from 0).
-// The wall feed: connectWall() -> a WallConnection that keeps `games` (every public game on the wall)
-// current from the feed's changes.
+// HTTP: createGame, listGames, getView, getPresence, getEvents, getLegal, getSigningKeys. The websocket:
+// connect() -> a Connection that keeps `view` current (applying view deltas itself) and `presence` (who is
+// at the table), answers place(), takeBack() and endGame() with promises, and resumes by itself after a
+// drop, 1012 or 1013 with `since`, so no envelope is missed or repeated (after 4001, HISTORY_CHANGED, from
+// 0). The wall feed: connectWall() -> a WallConnection that keeps `games` (every public game on the wall)
+// current from the feed's changes. verifyEnvelope() checks that the server's key wrote an envelope as it
+// is, with WebCrypto's Ed25519 and SHA-256.
 
 /** The ids the protocol speaks in, in the rules' order. */
 export const ERAS = Object.freeze(["baroque", "classical", "romantic"]);
@@ -225,6 +226,11 @@ export async function getEvents(baseUrl, gameId, { after, token, fetch } = {}) {
 export async function getLegal(baseUrl, gameId, placed, { skill, token, fetch } = {}) {
   const query = { token: JSON.stringify(placed), skill };
   return (await request(baseUrl, gamePath(gameId, "/legal"), { query, bearer: token, fetch })).json();
+}
+
+/** GET /signing-keys: the public keys that verify the server's envelopes (verifyEnvelope takes it). */
+export async function getSigningKeys(baseUrl, { fetch } = {}) {
+  return (await request(baseUrl, "signing-keys", { fetch })).json();
 }
 
 // Views ------------------------------------------------------------------------------------------------
@@ -772,6 +778,195 @@ export class Connection extends Resuming {
     this._resolveClosed(info);
     this._emit("close", info);
   }
+}
+
+// Verifying envelopes ------------------------------------------------------------------------------------
+
+// Every envelope proves on its own that the server's key wrote it (docs/protocol.md section 7): its body
+// (the envelope without `proof`) is a leaf of a Merkle tree (RFC 6962 hashing) whose root the key signed in
+// a checkpoint, and `proof` holds the leaf's path to that root and the checkpoint. The body's bytes are
+// the envelope's JSON.stringify: the server writes compact JSON in field order, which JSON.parse keeps (no
+// object of an envelope has integer-like keys, which it would put first), so no raw line is needed.
+const ENVELOPE_CONTEXT = "orchestra-envelope-v1\n";
+const CHECKPOINT_CONTEXT = "orchestra-checkpoint-v1";
+const HEX_HASH = /^[0-9a-f]{64}$/;
+const UTF8 = new TextEncoder();
+// A keys object's imported keys and the checkpoints already checked with them: a game's envelopes, and a
+// batch's across games, share a checkpoint, whose signature is then checked once.
+const verifiers = new WeakMap();
+const CHECKED_CHECKPOINTS = 65536;
+
+function subtle() {
+  const found = globalThis.crypto?.subtle;
+  if (!found) throw new Error("no WebCrypto here (crypto.subtle): envelopes cannot be verified");
+  return found;
+}
+
+function concat(...parts) {
+  const out = new Uint8Array(parts.reduce((total, part) => total + part.length, 0));
+  let at = 0;
+  for (const part of parts) {
+    out.set(part, at);
+    at += part.length;
+  }
+  return out;
+}
+
+async function sha256(...parts) {
+  return new Uint8Array(await subtle().digest("SHA-256", concat(...parts)));
+}
+
+function toHex(bytes) {
+  return Array.from(bytes, (byte) => byte.toString(16).padStart(2, "0")).join("");
+}
+
+function fromHex(text) {
+  const out = new Uint8Array(text.length / 2);
+  for (let i = 0; i < out.length; i++) out[i] = parseInt(text.slice(2 * i, 2 * i + 2), 16);
+  return out;
+}
+
+function fromBase64(text) {
+  if (typeof text !== "string" || !/^[A-Za-z0-9+/]*={0,2}$/.test(text) || text.length % 4) return null;
+  return Uint8Array.from(atob(text), (char) => char.charCodeAt(0));
+}
+
+const LEAF = new Uint8Array([0]);
+const NODE = new Uint8Array([1]);
+
+/** The root a leaf hash and its path lead to, for leaf `index` of a tree of `size` leaves (RFC 9162
+ * section 2.1.3.2); null when the path cannot be one of such a leaf. */
+async function rootFromPath(leaf, index, size, path) {
+  if (!(index >= 0 && index < size)) return null;
+  let node = index;
+  let last = size - 1;
+  let hashed = leaf;
+  for (const sibling of path) {
+    if (last === 0) return null; // more hashes than the tree has levels
+    if (node % 2 === 1 || node === last) {
+      hashed = await sha256(NODE, sibling, hashed);
+      // The right edge of an unbalanced tree: climb to where a sibling is.
+      if (node % 2 === 0) {
+        while (node > 0 && node % 2 === 0) {
+          node = Math.floor(node / 2);
+          last = Math.floor(last / 2);
+        }
+      }
+    } else {
+      hashed = await sha256(NODE, hashed, sibling);
+    }
+    node = Math.floor(node / 2);
+    last = Math.floor(last / 2);
+  }
+  return last === 0 ? hashed : null;
+}
+
+function verifierOf(keys) {
+  let verifier = verifiers.get(keys);
+  if (!verifier) {
+    const listed = Array.isArray(keys) ? keys : keys?.keys;
+    if (!Array.isArray(listed)) throw new TypeError("keys: GET /signing-keys's answer, or its `keys` list");
+    verifier = { keys: new Map(), checked: new Set() };
+    for (const entry of listed) {
+      const raw = fromBase64(entry?.public_key);
+      if (!raw || raw.length !== 32) continue;
+      // The id is the key's own (its SHA-256's first 16 hex digits), whatever the listing calls it.
+      const key = sha256(raw).then(async (digest) => {
+        let imported;
+        try {
+          imported = await subtle().importKey("raw", raw, { name: "Ed25519" }, false, ["verify"]);
+        } catch (error) {
+          throw new Error(`this runtime's WebCrypto has no Ed25519: envelopes cannot be verified (${error})`);
+        }
+        const retiredAt = entry.retired_at ? Date.parse(entry.retired_at) : null;
+        return { id: toHex(digest).slice(0, 16), key: imported, retiredAt };
+      });
+      verifier.keys.set(entry.public_key, key);
+    }
+    verifiers.set(keys, verifier);
+  }
+  return verifier;
+}
+
+async function trustedKey(verifier, kid) {
+  for (const pending of verifier.keys.values()) {
+    const key = await pending;
+    if (key.id === kid) return key;
+  }
+  return null;
+}
+
+async function ed25519(key, signature, data) {
+  const raw = fromBase64(signature);
+  if (!raw || raw.length !== 64) return false;
+  return subtle().verify({ name: "Ed25519" }, key.key, raw, data);
+}
+
+/** Check that the server's key wrote `envelope` as it is: its proof's path from the envelope's body to
+ * the checkpoint's root, and the checkpoint's signature by a key of `keys` (GET /signing-keys's answer or
+ * its `keys` list; checked checkpoints are remembered per keys object). Envelopes signed alone (`sig`,
+ * before batches) are checked against their own signature. Resolves to `{ok: true}` or `{ok: false,
+ * problem}`; throws only where this runtime has no WebCrypto Ed25519. */
+export async function verifyEnvelope(envelope, keys) {
+  const verifier = verifierOf(keys);
+  if (envelope === null || typeof envelope !== "object") return { ok: false, problem: "not an envelope" };
+  const { proof, ...body } = envelope;
+  if (proof == null && typeof envelope.sig !== "string") return { ok: false, problem: "not signed" };
+  const kid = envelope.key;
+  if (typeof kid !== "string") return { ok: false, problem: "signed, but names no key" };
+  const key = await trustedKey(verifier, kid);
+  if (!key) return { ok: false, problem: `signed by key ${kid}, which is not one of the trusted keys` };
+  if (key.retiredAt !== null && !(Date.parse(envelope.at) < key.retiredAt)) {
+    return {
+      ok: false,
+      problem: `signed by key ${kid} and dated ${envelope.at}, not before its retirement: a retired key vouches only for what it signed before`,
+    };
+  }
+  if (proof == null) {
+    const { sig, ...signed } = envelope;
+    const data = UTF8.encode(ENVELOPE_CONTEXT + JSON.stringify(signed));
+    if (!(await ed25519(key, sig, data))) {
+      return { ok: false, problem: `bad signature (key ${kid}): the envelope was altered` };
+    }
+    return { ok: true };
+  }
+  const fields = Object.keys(body);
+  if ("sig" in body || fields[fields.length - 1] !== "key") {
+    return { ok: false, problem: "a proof must follow the key, as the only field after it" };
+  }
+  const { index, size, path, root, at, sig } = proof;
+  if (
+    !Number.isSafeInteger(index) ||
+    !Number.isSafeInteger(size) ||
+    !Array.isArray(path) ||
+    typeof root !== "string" ||
+    typeof at !== "string" ||
+    typeof sig !== "string"
+  ) {
+    return { ok: false, problem: "the proof is not an inclusion path and a checkpoint" };
+  }
+  if (!path.every((hash) => typeof hash === "string" && HEX_HASH.test(hash))) {
+    return { ok: false, problem: "the proof's path holds a hash that is not 32 bytes of hex" };
+  }
+  const leaf = await sha256(LEAF, UTF8.encode(JSON.stringify(body)));
+  const reached = await rootFromPath(leaf, index, size, path.map(fromHex));
+  if (reached === null) return { ok: false, problem: `the proof's path cannot be one of leaf ${index} of ${size}` };
+  if (toHex(reached) !== root) {
+    return {
+      ok: false,
+      problem: `bad signature (key ${kid}): the envelope or its proof was altered (its inclusion path does not lead to the signed root)`,
+    };
+  }
+  const text = `${CHECKPOINT_CONTEXT}\n${size}\n${root}\n${kid}\n${at}\n`;
+  const remembered = text + sig;
+  if (!verifier.checked.has(remembered)) {
+    if (!(await ed25519(key, sig, UTF8.encode(text)))) {
+      return { ok: false, problem: `bad checkpoint signature (key ${kid}): the checkpoint or the signature was altered` };
+    }
+    if (verifier.checked.size >= CHECKED_CHECKPOINTS) verifier.checked.clear();
+    verifier.checked.add(remembered);
+  }
+  return { ok: true };
 }
 
 // The wall feed ---------------------------------------------------------------------------------------

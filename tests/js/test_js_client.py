@@ -59,6 +59,10 @@ EXPECTED_TESTS = {
     "an open table: openTables lists it, joinGame takes the lowest open seat, reissueToken ends a seat's "
     "link with 4003",
     "playAgain and nextGame start one next game; every connection gets next_game with its token",
+    "verifyEnvelope holds for a real server's envelopes: history, accepted and live, batches across games",
+    "verifyEnvelope names what was altered: the event, the path, the root, the checkpoint, the key",
+    "verifyEnvelope checks each checkpoint once per keys object",
+    "verifyEnvelope checks envelopes signed alone, a retired key's dates, and says 'not signed'",
 }
 
 

@@ -12,6 +12,7 @@ import {
   getEvents,
   getLegal,
   getPresence,
+  getSigningKeys,
   getView,
   joinGame,
   listGames,
@@ -19,6 +20,7 @@ import {
   openTables,
   OrchestraError,
   reissueToken,
+  verifyEnvelope,
   type Accepted,
   type ClientFrame,
   type Envelope,
@@ -72,6 +74,14 @@ export async function play(baseUrl: string): Promise<number> {
   const watching: number = (await getPresence(baseUrl, created.game_id, { token: seat.token })).spectators;
   console.log(online, watching, games[0]?.presence.seats.length);
   console.log(describeToken(performance), describeToken(performance, { short: true }), legal.materials, games.length);
+  const keys = await getSigningKeys(baseUrl);
+  if (events[0]) {
+    const checked = await verifyEnvelope(events[0], keys);
+    if (!checked.ok) console.log(checked.problem.toUpperCase(), events[0].proof?.root, keys.keys[0]?.retired_at);
+    await verifyEnvelope(events[0], keys.keys);
+    // @ts-expect-error: the keys, not the key's id
+    await verifyEnvelope(events[0], keys.current);
+  }
   const first = events[0]?.event;
   if (first?.type === "ChairStolen") console.log(first.from_seat, first.reason);
   if (first?.type === "PlacementTakenBack") console.log(first.seat, first.version);
