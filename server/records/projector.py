@@ -153,11 +153,12 @@ class Projector:
                 damage = Damage(game_id, after + 1, why or "cannot be folded")
                 break
             head = chain_hash(data)
-            progress = msgspec.structs.replace(folded, head=head)
+            progress = folded
             first = envelope.at if first is None else first
             after = envelope.version
         if progress is None or first is None:
             return None, damage
+        progress = msgspec.structs.replace(progress, head=head)  # once: a game's fold is its hot loop
         self._db.save(progress)
         self._positions[progress.game_id] = Position(
             version=progress.version, ended=progress.result is not None, progress=progress
