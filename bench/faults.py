@@ -81,6 +81,9 @@ FAULT_BOUND = 30.0
 ANSWER_TIMEOUT = 15.0
 # Retries of one command after `unavailable` or no answer, before the game is given up as a problem.
 RETRIES = 200
+# Sends of one command in a row without an answer before its game is given up as a problem: every
+# fault ends within FAULT_BOUND, so a client still unanswered well past it has stalled.
+SILENT_SENDS = 4
 # Play goes on this long after the last fault has ended: each fault's outage is measured to its end.
 AFTER_LAST_FAULT = 3.0
 
@@ -166,12 +169,20 @@ async def _play(run: Run, game_id: str, players: list[RecordingClient], stopping
         player = players[turn % 2]
         token, space = pairs[(turn * 7 + turn % 2) % len(pairs)]
         frame = {"type": "place", "token": token, "space": space, "id": f"{game_id}-{turn}"}
+        silent = 0
         for _ in range(RETRIES):
             player.history.records.append(Sent(frame["id"], now()))
             try:
-                answer = await player.send(frame, timeout=ANSWER_TIMEOUT)
+                # Bounded here too: the client holds a send until it is connected again.
+                sent = player.send(frame, timeout=ANSWER_TIMEOUT)
+                answer = await asyncio.wait_for(sent, ANSWER_TIMEOUT + 5)
             except TimeoutError:
                 player.history.records.append(Answered(frame["id"], "timeout", 0, now()))
+                silent += 1
+                if silent >= SILENT_SENDS:
+                    said = f"{frame['id']} unanswered {silent} times"
+                    run.problems.append(f"{game_id}: {said}; {_state(player)}")
+                    return
                 continue
             except ConnectionRefused as exc:
                 player.history.records.append(Answered(frame["id"], f"closed {exc.code}", 0, now()))
@@ -190,6 +201,15 @@ async def _play(run: Run, game_id: str, players: list[RecordingClient], stopping
             run.problems.append(f"{game_id}: {frame['id']} never accepted")
             return
         await asyncio.sleep(0.05)
+
+
+def _state(client: RecordingClient) -> str:
+    """Where a stalled client stands: the last envelope it received, its last close, its version."""
+    received = [r for r in client.history.records if isinstance(r, Received)]
+    closes = [r for r in client.history.records if isinstance(r, Closed)]
+    last = f"last envelope received {received[-1].version}" if received else "no envelope received"
+    close = f", last close {closes[-1].code} at {closes[-1].at:.1f}" if closes else ""
+    return f"{last}{close}, client version {client.version}, connected {client._connected.is_set()}"
 
 
 async def _open_game(run: Run, index: int, level: str) -> tuple[str, list[RecordingClient]]:
