@@ -28,6 +28,13 @@ tokens, shown once, and the host's token; None: an open seat), `await join_game(
 `close_seat` and `next_game`, `await get_view(base_url, game_id, at=N)`, `await get_presence(base_url,
 game_id)` and `await get_events(base_url, game_id, after=N)`.
 
+Verifying (`orchestra_client.verify`, docs/protocol.md section 7): `keys = await
+SigningKeys.fetch(base_url)` (GET /signing-keys), then `verify_envelope(envelope, keys)` is
+`Verified(ok=True)` when the server's key wrote the envelope as it is (its proof's path to the signed
+root, the checkpoint's signature; each checkpoint checked once per `keys`), else says why in `problem`.
+`GameClient.connect(..., verify=True)` checks every envelope it receives, and its chain, and ends the
+session at the first that fails (`client.unverified`).
+
 Demo bots (`client.bots`): `await play_bot(base_url, game_id, seat_token, pace=(0.5, 1.5), rng_seed=1,
 max_placements=12)` places random legal tokens (the domain's own `legal_spaces` on the layout of the
 game's `GameCreated`, with Rare Strings materials when needed, worker skill 1..8) at that pace until the
@@ -54,6 +61,7 @@ from orchestra_client.session import (
     Json,
     apply_delta,
 )
+from orchestra_client.verify import SigningKeys, Verified, verify_envelope
 from orchestra_client.wall import WallClient, apply_wall_changes
 
 __all__ = [
@@ -61,6 +69,8 @@ __all__ = [
     "ConnectionRefused",
     "DeltaMismatch",
     "GameClient",
+    "SigningKeys",
+    "Verified",
     "WallClient",
     "apply_delta",
     "apply_wall_changes",
@@ -73,4 +83,5 @@ __all__ = [
     "next_game",
     "open_tables",
     "reissue_token",
+    "verify_envelope",
 ]

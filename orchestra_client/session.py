@@ -15,6 +15,8 @@ import websockets
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
+from orchestra_client.verify import SigningKeys, chain_hash, verify_envelope
+
 # A JSON object as the server sent it: a frame, a view, a delta, an envelope.
 Json = dict[str, Any]
 _encode = msgspec.json.Encoder().encode
@@ -197,7 +199,14 @@ class GameClient(FrameStream):
     refused = REFUSED
 
     def __init__(
-        self, base_url: str, game_id: str, token: str | None, *, view: bool | str | None, reconnect: bool
+        self,
+        base_url: str,
+        game_id: str,
+        token: str | None,
+        *,
+        view: bool | str | None,
+        reconnect: bool,
+        keys: SigningKeys | None = None,
     ) -> None:
         self.url = base_url.replace("http://", "ws://").replace("https://", "wss://").rstrip("/")
         self.url += f"/games/{game_id}/ws"
@@ -215,6 +224,11 @@ class GameClient(FrameStream):
         self._next_game_seen = asyncio.Event()
         self.reconnects = 0
         self.closed_with: tuple[int | None, str] | None = None
+        # With `verify`: the keys each envelope is checked against, the version and chain hash of the last
+        # envelope held (the next one's `prev`), and why the session ended if an envelope failed.
+        self.keys = keys
+        self._head: tuple[int, str] | None = None
+        self.unverified: str | None = None
         self._ws: ClientConnection | None = None
         self._pending: dict[str, tuple[Json, asyncio.Future[Json]]] = {}
         # Accepted answers that came before their events frame: each is handed out once its version is in.
@@ -235,14 +249,19 @@ class GameClient(FrameStream):
         view: bool | str | None = None,
         reconnect: bool = True,
         timeout: float = 10.0,
+        verify: bool | SigningKeys = False,
     ) -> GameClient:
         """Connect, say hello (resuming after `since` when given) and wait for the welcome.
 
         `view` is the hello's (None: the server's default, view deltas, which `client.view` follows).
+        `verify`: check every envelope received (in `events` and `accepted` frames) against the server's
+        keys (True: fetched from GET /signing-keys; or a `SigningKeys`), and each one's `prev` against the
+        envelope before it when held; the first that fails ends the session (`unverified` says why).
 
-        Raises: ConnectionRefused, OSError, TimeoutError.
+        Raises: ConnectionRefused, OSError, TimeoutError, httpx.HTTPError (fetching the keys).
         """
-        client = cls(base_url, game_id, token, view=view, reconnect=reconnect)
+        keys = await SigningKeys.fetch(base_url) if verify is True else verify or None
+        client = cls(base_url, game_id, token, view=view, reconnect=reconnect, keys=keys)
         await asyncio.wait_for(client._open(since), timeout)
         client._reader = asyncio.get_running_loop().create_task(client._read())
         return client
@@ -414,6 +433,7 @@ class GameClient(FrameStream):
         if self.closed_with is not None and self.closed_with[0] == HISTORY_CHANGED:
             self.envelopes.clear()
             self.version = 0
+            self._head = None
         await self._open(self.version)
 
     async def _resumed(self) -> None:
@@ -422,9 +442,34 @@ class GameClient(FrameStream):
                 await self._write(frame)
 
     def _ended(self) -> None:
+        if self.unverified is not None:
+            self.closed_with = (None, self.unverified)
         for _, future in self._pending.values():
             if not future.done():
                 future.set_exception(ConnectionRefused(*(self.closed_with or (None, "closed"))))
+
+    def _verified(self, frame: Json) -> bool:
+        """Whether every envelope of a frame is the server key's, and follows the one before when held;
+        if not, the session ends (no resume: the server sent it)."""
+        assert self.keys is not None
+        head = self._head
+        for envelope in frame.get("envelopes" if frame["type"] == "events" else "events", ()):
+            version = envelope.get("version")
+            problem = verify_envelope(envelope, self.keys).problem
+            linked = head is not None and version == head[0] + 1
+            if problem is None and linked and head is not None and envelope["prev"] != head[1]:
+                problem = f"its prev is not the chain hash of version {head[0]}"
+            if problem is not None:
+                self.unverified = f"envelope {version} does not verify: {problem}"
+                self._closing = True
+                if self._ws is not None and self._ws.transport is not None:
+                    self._ws.transport.abort()
+                return False
+            if head is None or version > head[0]:
+                head = (version, chain_hash(envelope))
+        if frame["type"] == "events":
+            self._head = head
+        return True
 
     def _settle(self) -> None:
         """Hand out the accepted answers whose envelopes have now been delivered."""
@@ -436,8 +481,12 @@ class GameClient(FrameStream):
                 future.set_result(answer)
 
     def _dispatch(self, frame: Json) -> None:
+        if self.unverified is not None:
+            return  # the session is ending: nothing after an envelope that failed is taken
         self.received.append(frame)
         kind = frame.get("type")
+        if self.keys is not None and kind in ("events", "accepted") and not self._verified(frame):
+            return
         if kind == "presence":  # kept in `presence`, not queued: next_frame() yields the game's frames
             self.presence = {"seats": frame["seats"], "spectators": frame["spectators"]}
             self._presence_seen.set()

@@ -8,7 +8,7 @@ import { connect, createGame, getEvents, getSigningKeys, verifyEnvelope } from "
 import { servers, WebSocket } from "./helpers.js";
 
 const PERFORMANCE = { kind: "performance", era: "classical" };
-const SPACES = ["viola", "clarinet", "timpani", "cello", "oboe", "flute"];
+const SPACES = ["viola", "clarinet", "timpani", "violin_bc", "violin_cr"];
 // Names whose JSON needs escapes and more than ASCII: the body re-encoded must be the server's bytes.
 const NAMES = ['Zoë "la Flûte" \\ Åsa', "李 🎻 O'Brien", "Ünal / <b> & ☃"];
 const UTF8 = new TextEncoder();
