@@ -37,6 +37,7 @@ from typing import Any, cast
 import redis
 
 from bench.common import ROOT, RedisServer, ratio, say, write_result
+from bench.load import checkpoint_counts
 from domain import STANDARD, EndGame, PerformanceToken, Place, Rejected, RepairToken, legal_spaces
 from domain.messages import Token
 from server.engine.games import Games
@@ -170,7 +171,11 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
         with RedisServer() as server:
             started = time.perf_counter()
             ids = await _play(server.url, signer, args.games, args.placements)
-            say(f"{len(ids)} games played in {time.perf_counter() - started:.1f} s")
+            signed = checkpoint_counts(server.url, ids)
+            say(
+                f"{len(ids)} games played in {time.perf_counter() - started:.1f} s, "
+                f"{signed['envelopes_per_checkpoint']:.1f} envelopes a checkpoint"
+            )
             client = redis.Redis.from_url(server.url)
             try:
                 before = _streams(client, ids)
@@ -205,6 +210,7 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
             "placements": args.placements,
             "runs": args.runs,
             "envelopes": envelopes,
+            "checkpoints": signed,
         },
         "runs": runs,
     }
@@ -231,6 +237,7 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     summary = {
         "games": games,
         "envelopes_per_game": result["config"]["envelopes"] / games if games else 0.0,
+        "envelopes_per_checkpoint": result["config"]["checkpoints"]["envelopes_per_checkpoint"],
         "ours_archive_games_per_s": ratio(games, archive_s),
         "ours_import_games_per_s": ratio(games, import_s),
         "ours_archive_cpu_ms_per_game": 1000 * ratio(_median([r["archive_cpu_s"] for r in ours]), games),

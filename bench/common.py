@@ -139,8 +139,10 @@ class ServerProcess(ChildServer):
         args: Sequence[str] = (),
         wrapper: Sequence[str] = (),
         timeout: float = 30.0,
+        tree: Path = ROOT,
     ) -> None:
-        """`wrapper` goes before the server's command (a profiler's, say); `timeout` bounds its start."""
+        """`wrapper` goes before the server's command (a profiler's, say); `timeout` bounds its start;
+        `tree` is the checkout whose code it runs (another commit's worktree, to compare with it)."""
         if kind not in ("ours", "minimal"):
             raise ValueError(f"unknown server kind {kind!r}")
         self.kind = kind
@@ -152,7 +154,8 @@ class ServerProcess(ChildServer):
         module = "server.ops.cli" if kind == "ours" else "bench.minimal"
         command = [*wrapper, sys.executable, "-m", module, "serve", "--port", "0", "--redis-url", redis_url]
         command += args
-        super().__init__(command, child_env, self.directory / "server.log", cwd=ROOT, timeout=timeout)
+        # `python -m` puts its working directory first on the path: the tree's packages are the ones run.
+        super().__init__(command, child_env, self.directory / "server.log", cwd=tree, timeout=timeout)
 
     def __enter__(self) -> ServerProcess:
         return self

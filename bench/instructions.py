@@ -12,7 +12,10 @@ same from run to run within about 1%, with the ratios. `--placements 0` counts g
 Instructions are not time: the interpreter runs fewer instructions per cycle than a signature's
 arithmetic, and a system call's kernel side is not counted. Read them beside `python -m bench load`.
 
-    python -m bench instructions [--games 24] [--placements 120] [--tables 6] [--simulate]
+`--before TREE` also counts ours as another checkout has it (a worktree of an earlier commit: `git
+worktree add /tmp/before <commit>`), on the same Redis in the same run: what a change did to ours.
+
+    python -m bench instructions [--games 24] [--placements 120] [--tables 6] [--simulate] [--before TREE]
     python -m bench instructions --quick
 """
 
@@ -22,12 +25,13 @@ import argparse
 import asyncio
 import signal
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
 
-from bench.common import Callgrind, RedisServer, ServerProcess, ratio, say, write_result
-from bench.load import TableConfig, Tables
+from bench.common import ROOT, Callgrind, RedisServer, ServerProcess, ratio, say, write_result
+from bench.load import TableConfig, Tables, checkpoint_counts
 
 # (label, server kind, its options)
 SERVERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
@@ -60,13 +64,15 @@ async def _play(url: str, tables: int, games: int, placements: int) -> Tables:
     return meter
 
 
-def count(kind: str, options: tuple[str, ...], redis_url: str, args: argparse.Namespace) -> dict[str, Any]:
-    """One server under callgrind: its instructions over the measured games."""
+def count(
+    kind: str, options: tuple[str, ...], redis_url: str, args: argparse.Namespace, tree: Path = ROOT
+) -> dict[str, Any]:
+    """One server (of checkout `tree`) under callgrind: its instructions over the measured games."""
     callgrind = Callgrind.find()
     if callgrind is None:
         raise SystemExit("instructions: needs valgrind (apt-get install valgrind)")
     wrapper = callgrind.wrapper(simulate=args.simulate)
-    server = ServerProcess(kind, redis_url, args=options, wrapper=wrapper, timeout=START_TIMEOUT)
+    server = ServerProcess(kind, redis_url, args=options, wrapper=wrapper, timeout=START_TIMEOUT, tree=tree)
     try:
         asyncio.run(_play(server.url, args.tables, args.tables, WARM_UP_PLACEMENTS))
         callgrind.counting(server.pid, True)
@@ -94,6 +100,7 @@ def count(kind: str, options: tuple[str, ...], redis_url: str, args: argparse.Na
         "accepted": meter.accepted,
         "games": meter.games,
         "wall_seconds": elapsed,
+        "checkpoints": checkpoint_counts(redis_url, meter.game_ids) if kind == "ours" else None,
     }
 
 
@@ -107,6 +114,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--simulate", action="store_true", help="also simulate the caches and branch prediction (slower)"
     )
+    parser.add_argument(
+        "--before",
+        type=Path,
+        metavar="TREE",
+        help="also count ours as this checkout has it (a worktree of an earlier commit), as ours_before",
+    )
 
 
 def main(args: argparse.Namespace, argv: list[str]) -> int:
@@ -116,13 +129,29 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         servers = SERVERS[:2]
     if args.games < args.tables:
         raise SystemExit("instructions: --games must be at least --tables")
+    if args.before is not None:
+        if not (args.before / "server" / "ops" / "cli.py").is_file():
+            raise SystemExit(f"instructions: {args.before} is not a checkout of this project")
+        servers = (*servers, ("ours_before", "ours", ()))
     runs: dict[str, dict[str, Any]] = {}
     with RedisServer() as redis:
         for label, kind, options in servers:
-            runs[label] = count(kind, options, redis.url, args)
-            say(f"instructions: {label} {runs[label]['per_game'] / 1e6:.2f} M a game")
+            tree = args.before if label == "ours_before" else ROOT
+            runs[label] = count(kind, options, redis.url, args, tree)
+            signed = runs[label]["checkpoints"]
+            per = ""
+            if signed and signed["checkpoints"]:
+                per = f", {signed['envelopes_per_checkpoint']:.1f} envelopes a checkpoint"
+            elif signed:
+                per = ", every envelope signed alone"
+            say(f"instructions: {label} {runs[label]['per_game'] / 1e6:.2f} M a game{per}")
     ours = runs["ours"]["per_game"]
     summary: dict[str, Any] = {"ours_to_minimal": ratio(ours, runs["minimal"]["per_game"])}
+    if "ours_before" in runs:
+        before = runs["ours_before"]
+        summary["ours_to_before"] = ratio(ours, before["per_game"])
+        summary["before_to_minimal"] = ratio(before["per_game"], runs["minimal"]["per_game"])
+        summary["before_tree"] = str(args.before)
     if "minimal_signing" in runs:
         signed = runs["minimal_signing"]["per_game"]
         summary["ours_to_minimal_signing"] = ratio(ours, signed)
@@ -136,7 +165,12 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         summary[f"simulated_ours_to_{baseline}"] = {
             name: ratio(value, against[name]) for name, value in runs["ours"]["simulated_per_game"].items()
         }
-    config = {"games": args.games, "placements": args.placements, "tables": args.tables}
+    config = {
+        "games": args.games,
+        "placements": args.placements,
+        "tables": args.tables,
+        "before": str(args.before),
+    }
     # The documented shape writes instructions.json; another keeps a name of its own.
     name = "instructions" if args.placements == 120 or args.quick else f"instructions_p{args.placements}"
     path = write_result(
@@ -145,5 +179,7 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         argv,
     )
     line = ", ".join(f"{label} {run['per_game'] / 1e6:.2f} M" for label, run in runs.items())
-    print(f"instructions per game ({line}): ours/minimal {summary['ours_to_minimal']:.2f}x; wrote {path}")
+    to_before = f", ours/before {summary['ours_to_before']:.2f}x" if "ours_to_before" in summary else ""
+    ratios = f"ours/minimal {summary['ours_to_minimal']:.2f}x{to_before}"
+    print(f"instructions per game ({line}): {ratios}; wrote {path}")
     return 0

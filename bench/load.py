@@ -23,10 +23,14 @@ what it costs the machine (on a small machine, the larger part).
 With `--signing-baseline`, the minimal pipeline signs every envelope as ours does: what ours costs
 beyond it is everything but the signature. With `--stagger S`, table i plays its first game S * i seconds
 after the first table: the tables' games no longer start together (they do by default, all tables
-starting at once with games of one length).
+starting at once with games of one length). With `--before TREE`, each round also runs ours as another
+checkout has it (a worktree of an earlier commit), without interference: what a change did to ours.
+
+After each run of ours, its games' streams are read back: how many envelopes a signed checkpoint held
+(one checkpoint per turn of the server's loop that sealed any).
 
     python -m bench load [--rounds 3] [--duration 20] [--tables 12] [--late-every 1] [--no-interference]
-                         [--signing-baseline] [--stagger 0.04] [--interference-control]
+                         [--signing-baseline] [--stagger 0.04] [--interference-control] [--before TREE]
     python -m bench load --quick
 
 With `--ack-levels`, the cost of each acknowledgement level (ORCHESTRA_ACK) instead: ours alone, no
@@ -57,8 +61,10 @@ from typing import Any, cast
 import httpx
 import msgspec
 import websockets
+from redis import Redis
 
 from bench.common import (
+    ROOT,
     CpuMeter,
     RedisServer,
     ServerProcess,
@@ -71,6 +77,8 @@ from bench.common import (
 from bench.generator import placements, timed_part
 from bench.light_client import LightSocket
 from server.ops.embedded_redis import find_redis_server
+from server.protocol.envelope import decode_proof, split_proof
+from server.store.redis.keys import FIELD, events_key
 from tests.support.redis import RedisProcess, start_replicated
 
 ANSWER_TIMEOUT = 10.0
@@ -127,6 +135,7 @@ class Tables:
         self.rejected: dict[str, int] = {}
         self.errors: dict[str, int] = {}
         self.games = 0
+        self.game_ids: list[str] = []
         self.game_setup: list[float] = []
         self.last_done = 0.0
 
@@ -188,6 +197,7 @@ class Tables:
         created = response.json()
         game_id, number = created["game_id"], self.games
         self.games += 1
+        self.game_ids.append(game_id)
         url = f"{ws_base}/games/{game_id}/ws"
         tokens: list[tuple[str | None, int]] = [(s["token"], s["seat"]) for s in created["seats"]]
         tokens += [(None, -1)] * config.spectators
@@ -264,6 +274,7 @@ class Tables:
         accepted = self.accepted
         return {
             "server_kind": "",
+            "game_ids": self.game_ids,
             "sent": self.sent,
             "accepted": accepted,
             "rejected": self.rejected,
@@ -486,12 +497,13 @@ def one_run(
     env: dict[str, str] | None = None,
     args: Sequence[str] = (),
     control: bool = False,
+    tree: Path = ROOT,
 ) -> dict[str, Any]:
-    """Start server `kind` on `redis` (with `env` added to its environment and `args` to its command
-    line), run the tables (with interference when `seeded`: at that server, or with `control` at a second
-    server of ours on the same Redis), stop it."""
+    """Start server `kind` of checkout `tree` on `redis` (with `env` added to its environment and `args`
+    to its command line), run the tables (with interference when `seeded`: at that server, or with
+    `control` at a second server of ours on the same Redis), stop it."""
     with contextlib.ExitStack() as servers:
-        server = servers.enter_context(ServerProcess(kind, redis.url, env=env, args=args))
+        server = servers.enter_context(ServerProcess(kind, redis.url, env=env, args=args, tree=tree))
         target = servers.enter_context(ServerProcess("ours", redis.url)) if control else server
         run_config = TableConfig(**{**asdict(config), "url": server.url, "server_pid": server.pid})
         run_config.redis_pid = redis.pid
@@ -510,6 +522,9 @@ def one_run(
             time.sleep(max(0.0, start - time.time()))
         result = run_tables(run_config)
         result["server_kind"] = kind
+        game_ids = result.pop("game_ids")
+        if kind == "ours":
+            result["checkpoints"] = checkpoint_counts(redis.url, game_ids)
         if child is not None and queue is not None:
             status, payload = queue.get(timeout=config.duration + 120)
             child.join(10)
@@ -517,6 +532,31 @@ def one_run(
                 raise RuntimeError(f"the interference failed: {payload}")
             result["interference"] = payload | {"at": "this server" if target is server else "another server"}
         return result
+
+
+def checkpoint_counts(url: str, game_ids: Sequence[str]) -> dict[str, Any]:
+    """How the envelopes of a run's games were signed, read back from their streams: the envelopes, the
+    distinct checkpoints their proofs name (one per turn of the server's loop that sealed any of them),
+    the envelopes signed alone, and the mean envelopes a checkpoint held (its tree's size)."""
+    sizes: dict[tuple[str, str], int] = {}
+    envelopes = alone = 0
+    with Redis.from_url(url) as client:
+        for game_id in game_ids:
+            for _, fields in client.xrange(events_key(game_id)):
+                envelopes += 1
+                split = split_proof(fields[FIELD])
+                if split is None:
+                    alone += 1
+                    continue
+                proof = decode_proof(split[1])
+                sizes[(proof.root, proof.sig)] = proof.size
+    return {
+        "envelopes": envelopes,
+        "checkpoints": len(sizes),
+        "signed_alone": alone,
+        "envelopes_per_checkpoint": statistics.mean(sizes.values()) if sizes else 0.0,
+        "largest_checkpoint": max(sizes.values(), default=0),
+    }
 
 
 # A way to run a server in `rotated_runs`: what its environment gets, and its command-line options.
@@ -582,7 +622,16 @@ def brief(label: str, result: dict[str, Any]) -> str:
         f"it in the kernel; {core:.2f} core), "
         f"generator {result['generator']['core_share']:.2f} core, games {result['games_started']}, "
         f"rejected {result['rejected']}, errors {result['errors']}, incomplete {result['incomplete']}"
+        + _signed_brief(result.get("checkpoints"))
     )
+
+
+def _signed_brief(counts: dict[str, Any] | None) -> str:
+    if not counts:
+        return ""
+    if not counts["checkpoints"]:
+        return "; every envelope signed alone"
+    return f"; {counts['envelopes_per_checkpoint']:.1f} envelopes a checkpoint"
 
 
 def _medians(runs: list[dict[str, Any]]) -> dict[str, float]:
@@ -620,6 +669,26 @@ def summarise(rounds: list[dict[str, Any]]) -> dict[str, Any]:
             "cpu_per_command": ratios["cpu_per_command"] <= GOALS["cpu_per_command_max"],
         },
     }
+    earlier = [r["ours_before"] for r in rounds if "ours_before" in r]
+    if earlier:
+        before = _medians(earlier)
+        summary["before"] = before
+        summary["ratios_to_before"] = {
+            "throughput": ratio(ours["commands_per_s"], before["commands_per_s"]),
+            "p99": ratio(ours["p99_ms"], before["p99_ms"]),
+            "cpu_per_command": ratio(ours["cpu_us_per_command"], before["cpu_us_per_command"]),
+        }
+    signed = [r["ours"]["checkpoints"] for r in rounds if "checkpoints" in r["ours"]]
+    if signed:
+        envelopes, checkpoints = sum(c["envelopes"] for c in signed), sum(c["checkpoints"] for c in signed)
+        alone = sum(c["signed_alone"] for c in signed)
+        summary["checkpoints"] = {
+            "envelopes": envelopes,
+            "checkpoints": checkpoints,
+            "signed_alone": alone,
+            "envelopes_per_checkpoint": ratio(envelopes - alone, checkpoints),
+            "largest_checkpoint": max(c["largest_checkpoint"] for c in signed),
+        }
     loaded = [r["ours_interference"] for r in rounds if "ours_interference" in r]
     if loaded:
         with_p99 = statistics.median(r["all_clients_ms"]["p99"] for r in loaded)
@@ -674,6 +743,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "level a round, rotated (--rounds, --duration, --tables apply; no interference)",
     )
     parser.add_argument(
+        "--before",
+        type=Path,
+        metavar="TREE",
+        help="each round also runs ours as this checkout has it (a worktree of an earlier commit: git "
+        "worktree add /tmp/before <commit>), as ours_before, without interference",
+    )
+    parser.add_argument(
         "--stagger",
         type=float,
         default=0.0,
@@ -706,10 +782,12 @@ def result_name(args: argparse.Namespace) -> str:
     changed = [
         (key, getattr(args, key)) for key in _DOCUMENTED if getattr(args, key) != defaults.get_default(key)
     ]
-    if not changed:
+    before = ["before"] if args.before is not None else []
+    if not changed and not before:
         return "load"
     return "load_" + "_".join(
-        f"{key}{value:g}" if isinstance(value, float) else f"{key}{value}" for key, value in changed
+        [f"{key}{value:g}" if isinstance(value, float) else f"{key}{value}" for key, value in changed]
+        + before
     )
 
 
@@ -721,6 +799,8 @@ def server_args(kind: str, args: argparse.Namespace) -> list[str]:
 def main(args: argparse.Namespace, argv: list[str]) -> int:
     if args.ack_levels:
         return ack_main(args, argv)
+    if args.before is not None and not (args.before / "server" / "ops" / "cli.py").is_file():
+        raise SystemExit(f"bench load: {args.before} is not a checkout of this project")
     if args.interference_control and not args.interference:
         raise SystemExit("bench load: --interference-control aims the interference elsewhere; it needs one")
     raise_nofile()
@@ -744,6 +824,8 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         for index in range(args.rounds):
             row: dict[str, Any] = {"round": index + 1}
             runs: list[tuple[str, dict[str, Any] | None]] = [("ours", None), ("minimal", None)]
+            if args.before is not None:
+                runs.append(("ours_before", None))
             if seeded is not None:
                 runs.append(("ours_interference", seeded))
                 if args.interference_control:
@@ -758,6 +840,7 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
                     interference,
                     args=server_args(kind, args),
                     control=label == "ours_control",
+                    tree=args.before if label == "ours_before" else ROOT,
                 )
                 say(f"round {index + 1} " + brief(label, row[label]))
             rounds.append(row)
@@ -770,6 +853,7 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
             "interference": args.interference,
             "interference_control": args.interference_control,
             "signing_baseline": args.signing_baseline,
+            "before": str(args.before) if args.before is not None else None,
         },
         "seeded": {k: v for k, v in (seeded or {}).items() if k != "cold_games"}
         | {"cold_games": args.cold_games},
@@ -783,6 +867,14 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
         f"load: ours/{baseline} throughput {r['throughput']:.2f}x, p99 {r['p99']:.2f}x, "
         f"CPU per command {r['cpu_per_command']:.2f}x"
     )
+    if "ratios_to_before" in summary:
+        b = summary["ratios_to_before"]
+        line += (
+            f"; ours/before throughput {b['throughput']:.2f}x, p99 {b['p99']:.2f}x, "
+            f"CPU per command {b['cpu_per_command']:.2f}x"
+        )
+    if "checkpoints" in summary:
+        line += f"; {summary['checkpoints']['envelopes_per_checkpoint']:.1f} envelopes a checkpoint"
     if "interference" in summary:
         interference = summary["interference"]
         line += f"; p99 under interference {interference['p99_ratio']:.2f}x"

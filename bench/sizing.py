@@ -13,7 +13,12 @@ then measures the node's RSS (psutil) at three points:
    (`--compression none`: spectators that do not ask for permessage-deflate).
 
 Then it plays one game of `--long-game` placements to its end and reads MEMORY USAGE (exact, SAMPLES 0)
-of the game's three Redis keys: the Redis memory one finished game holds until it is archived.
+of the game's three Redis keys: the Redis memory one finished game holds until it is archived. Its
+commands come one at a time, so each envelope is a batch of one (`proof_bytes` below).
+
+Also, computed without a server: the bytes a stored envelope's proof adds to its body for a batch of 1, 4,
+16 and 64 envelopes (an inclusion path of 0, 2, 4 and 6 hashes), against the signature an envelope signed
+alone carries (`,"sig":"<88 characters>"`). `--proofs` prints those alone.
 Bounded: every step has a deadline; everything it started is stopped on the way out.
 """
 
@@ -26,6 +31,7 @@ import json
 import random
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +44,8 @@ from bench.common import RedisServer, ServerProcess, raise_nofile
 from domain import Layout
 from orchestra_client import GameClient, create_game, get_events
 from orchestra_client.bots import random_placement, read_layout
+from server.engine.notary import signed_batch
+from server.engine.signing import ENVELOPE, Signer, time_text
 from server.store.redis.keys import auth_key, commands_key, events_key
 
 MiB = 1024 * 1024
@@ -132,6 +140,28 @@ async def long_game(url: str, layout: Layout, redis_url: str, placements: int) -
     }
 
 
+BATCHES = (1, 4, 16, 64)
+
+
+def proof_bytes() -> dict[str, Any]:
+    """What signing adds to a stored envelope's body: a signature alone, and a proof per batch size (the
+    most any envelope of the batch carries: the longest path, the widest index)."""
+    signer = Signer.generate()
+    unsigned = b'{"game_id":"g","version":1,"key":"%s","sig":null}' % signer.key_id.encode()
+    body = unsigned[: -len(b',"sig":null}')] + b"}"
+    alone = len(signer.sign(ENVELOPE, unsigned)) - len(body)
+    at = time_text(datetime.now(UTC))
+    batches: dict[str, int] = {}
+    for size in BATCHES:
+        lines = signed_batch([body] * size, signer, at)
+        batches[str(size)] = max(len(line) for line in lines) - len(body)
+    return {
+        "signed_alone": alone,
+        "proof_by_batch_size": batches,
+        "proof_minus_signature_by_batch_size": {size: added - alone for size, added in batches.items()},
+    }
+
+
 async def measure(args: argparse.Namespace) -> dict[str, Any]:
     raise_nofile(args.connections + 2 * args.games + 1000)
     with RedisServer(fsync_always=True) as store, ServerProcess("ours", store.url, NODE_ENV) as node:
@@ -181,6 +211,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
             "rss_per_idle_connection_kib": round(per_connection / 1024, 1),
         },
         "redis_per_finished_game": redis_game,
+        "proof_bytes": proof_bytes(),
         "seconds": round(elapsed, 1),
         "python": sys.version.split()[0],
         "cpus": psutil.cpu_count(),
@@ -200,7 +231,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--long-game", type=int, default=200, help="placements of the Redis-memory game")
     parser.add_argument("--out", type=Path, help="also write the figures to this JSON file")
+    parser.add_argument("--proofs", action="store_true", help="only the bytes a proof adds, per batch size")
     args = parser.parse_args(argv)
+    if args.proofs:
+        print(json.dumps(proof_bytes(), indent=2))
+        return 0
     if min(args.games, args.placements, args.connections, args.long_game) < 1:
         parser.error("every count must be at least 1")
     result = asyncio.run(asyncio.wait_for(measure(args), DEADLINE))

@@ -235,6 +235,11 @@ def test_instructions_counts_the_measured_games_alone(results: dict[str, dict[st
         # With --simulate, the first of the simulated counts is the instructions themselves.
         assert run["simulated_per_game"]["Ir"] == pytest.approx(run["per_game"])
         assert 0 < run["simulated_per_game"]["Bcm"] < run["simulated_per_game"]["Bc"]
+    # Ours' envelopes, read back from the streams: every one in a signed batch.
+    signed = result["runs"]["ours"]["checkpoints"]
+    assert signed["envelopes"] >= result["runs"]["ours"]["accepted"] and signed["signed_alone"] == 0
+    assert 1 <= signed["envelopes_per_checkpoint"] <= signed["largest_checkpoint"]
+    assert result["runs"]["minimal"]["checkpoints"] is None
     ratio = result["summary"]["ours_to_minimal"]
     assert ratio == pytest.approx(result["runs"]["ours"]["per_game"] / result["runs"]["minimal"]["per_game"])
     assert result["summary"]["simulated_ours_to_minimal"]["Ir"] == pytest.approx(ratio)
@@ -381,6 +386,11 @@ def test_archive(results: dict[str, dict[str, Any]]) -> None:
         "ours_archive_cpu_ms_per_game",
     ):
         assert _positive(summary[key]), key
+    # The games were played many at once: their envelopes were signed in batches, none alone.
+    signed = result["config"]["checkpoints"]
+    assert signed["envelopes"] == summary["envelopes_per_game"] * summary["games"]
+    assert signed["signed_alone"] == 0
+    assert summary["envelopes_per_checkpoint"] == signed["envelopes_per_checkpoint"] >= 1
     # Both round trips gave back every stream byte for byte.
     assert summary["identical"] is True
     assert all(run["identical"] for run in result["runs"]["ours"] + result["runs"]["baseline"])

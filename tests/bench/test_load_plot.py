@@ -143,12 +143,23 @@ def test_load_quick_reports_both_servers_every_round_and_the_interference(tmp_pa
             assert sum(interference["late_spectator"]["reads"].values()) > 0, label
             assert interference["cold_games"]["loaded"] > 0, label
         assert "interference" not in row["ours"]
+        for label in ("ours", "ours_interference", "ours_control"):
+            # Read back from the run's streams: every envelope ours wrote is in a signed batch.
+            signed = row[label]["checkpoints"]
+            assert signed["envelopes"] >= row[label]["accepted"] > 0, label
+            assert signed["signed_alone"] == 0, label
+            assert 1 <= signed["checkpoints"] <= signed["envelopes"], label
+            assert 1 <= signed["envelopes_per_checkpoint"] <= signed["largest_checkpoint"], label
+        assert "checkpoints" not in row["minimal"]
     summary = result["summary"]
     for key in ("throughput", "p99", "cpu_per_command"):
         assert _positive(summary["ratios"][key]), key
     assert _positive(summary["interference"]["p99_ratio"])
     assert _positive(summary["interference"]["p99_control_ratio"])
     assert set(summary["goals_met"]) == {"throughput", "p99", "cpu_per_command", "interference"}
+    signed = summary["checkpoints"]
+    assert signed["envelopes"] == sum(row["ours"]["checkpoints"]["envelopes"] for row in result["rounds"])
+    assert signed["envelopes_per_checkpoint"] == pytest.approx(signed["envelopes"] / signed["checkpoints"])
 
 
 def _load_args(*argv: str) -> argparse.Namespace:
@@ -182,6 +193,12 @@ def test_only_the_documented_workload_writes_the_result_the_plot_draws() -> None
     assert load.result_name(_load_args("--signing-baseline")) == "load_signing_baselineTrue"
     assert load.result_name(_load_args("--stagger", "0.04")) == "load_stagger0.04"
     assert load.result_name(_load_args("--interference-control")) == "load_interference_controlTrue"
+    assert load.result_name(_load_args("--before", "/tmp/x")) == "load_before"
+
+
+def test_before_must_be_a_checkout_of_the_project(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match="not a checkout"):
+        load.main(_load_args("--before", str(tmp_path)), [])
 
 
 def test_the_control_is_the_median_p99_of_the_runs_with_the_interference_aimed_elsewhere() -> None:
