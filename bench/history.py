@@ -296,7 +296,9 @@ def _unavailable_written(history: ClientHistory, stream: Sequence[StoredEnvelope
             if answer.outcome != "unavailable":
                 continue
             count += 1
-            later = [a.outcome for a in given[index + 1 :] if a.outcome != "unavailable"]
+            later = [
+                a.outcome for a in given[index + 1 :] if a.outcome != "unavailable" and not _unanswered(a)
+            ]
             if later and later[0] != "accepted":
                 out.append(
                     Anomaly(
@@ -307,6 +309,11 @@ def _unavailable_written(history: ClientHistory, stream: Sequence[StoredEnvelope
                     )
                 )
     return count
+
+
+def _unanswered(answer: Answered) -> bool:
+    """A record of no answer: the send timed out, or the session ended first (nothing the server said)."""
+    return answer.outcome == "timeout" or answer.outcome.startswith("closed")
 
 
 def _fault_after(faults: Sequence[Fault], at: float) -> str:

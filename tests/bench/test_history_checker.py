@@ -169,6 +169,15 @@ def test_a_written_command_whose_retry_is_refused_is_named() -> None:
     assert verdict.kinds() == {"retry_differs": 1} and verdict.unavailable_written == 1
 
 
+def test_a_written_command_whose_retry_got_no_answer_is_no_anomaly() -> None:
+    stream = _stream(2)
+    player = ClientHistory("p", GAME, "replica", [_received(e) for e in stream])
+    player.records += [Answered("c2", "unavailable", 0, 1.0), Answered("c2", "timeout", 0, 2.0)]
+    player.records.append(Answered("c2", "closed 4001", 0, 3.0))
+    verdict = check([player], {GAME: stream})
+    assert verdict.anomalies == [] and verdict.unavailable_written == 1
+
+
 def test_an_id_accepted_again_at_another_version_is_named() -> None:
     stream = _stream(3)
     player = _player(stream)
