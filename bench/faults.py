@@ -373,7 +373,9 @@ async def _run(args: argparse.Namespace, namespaces: Namespaces | None) -> dict[
         streams = await _final_streams(run, [game_id for game_id, _ in opened])
         histories = [c.history for c in clients]
         verdict = check(histories, streams, run.faults)
-        return _report(args, run, verdict, histories, sum(len(s) for s in streams.values()))
+        report = _report(args, run, verdict, histories, sum(len(s) for s in streams.values()))
+        report["rejected_histories"] = _rejected(verdict, histories, streams)
+        return report
     finally:
         for client in clients:
             await client.close()
@@ -383,6 +385,33 @@ async def _run(args: argparse.Namespace, namespaces: Namespaces | None) -> dict[
             if process.process is not None:
                 process.process.send_signal(signal.SIGCONT)
             process.stop()
+
+
+# What the result keeps of a client whose history broke a rule: its last records, and the stream's end.
+KEPT_RECORDS = 60
+
+
+def _rejected(
+    verdict: Verdict, histories: list[ClientHistory], streams: dict[str, list[StoredEnvelope]]
+) -> list[dict[str, Any]]:
+    """The tail of each history that broke a rule not tolerated at its level, beside the final stream's."""
+    named = {(a.game_id, a.client) for a in verdict.anomalies if not a.tolerated}
+    kept = []
+    for history in histories:
+        if (history.game_id, history.client) not in named:
+            continue
+        kept.append(
+            {
+                "client": history.client,
+                "level": history.level,
+                "last_records": [
+                    {"record": type(r).__name__, **msgspec.to_builtins(r)}
+                    for r in history.records[-KEPT_RECORDS:]
+                ],
+                "stream_end": msgspec.to_builtins(streams.get(history.game_id, [])[-10:]),
+            }
+        )
+    return kept
 
 
 def _report(
