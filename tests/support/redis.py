@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from server.ops import redis_binary
 from server.ops.embedded_redis import find_redis_server
@@ -49,12 +51,39 @@ class RedisProcess:
 
     def __init__(self, directory: Path, *extra: str) -> None:
         self.directory, self.extra = directory, extra
-        self.port = free_port(cluster="--cluster-enabled" in extra)
+        self._cluster = "--cluster-enabled" in extra
+        self.port = free_port(cluster=self._cluster)
         self.url = f"redis://127.0.0.1:{self.port}"
         self.process: subprocess.Popen[bytes] | None = None
+        self._started = False
         directory.mkdir(parents=True, exist_ok=True)
 
     def start(self) -> RedisProcess:
+        # A port found free can be taken before the server binds it (another worker's or process's
+        # server): a first start then moves to another port; a restart keeps its port, as it promises.
+        for attempt in range(3):
+            try:
+                self._start_once()
+            except AssertionError:
+                self.stop()  # reaped, whether it exited or never answered
+                taken = "Address already in use" in self.log()
+                if self._started or not taken or attempt == 2:
+                    raise
+                self.port = free_port(cluster=self._cluster)
+                self.url = f"redis://127.0.0.1:{self.port}"
+                continue
+            self._started = True
+            return self
+        raise AssertionError("unreachable")
+
+    def log(self) -> str:
+        """What the server wrote to its log file."""
+        try:
+            return (self.directory / "redis.log").read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def _start_once(self) -> None:
         args = [
             find_redis_server(),
             "--port",
@@ -67,7 +96,6 @@ class RedisProcess:
         args += ["--save", "", "--appendonly", "no", "--logfile", "redis.log", *self.extra]
         self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
         wait_for_ping(self.port, self.process)
-        return self
 
     def kill(self) -> None:
         """End the server at once, as a crash would (no shutdown, no goodbye to its peers)."""
@@ -89,7 +117,11 @@ class RedisProcess:
 
 def wait_for_ping(port: int, process: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
     """Block until the redis-server on `port` answers PING."""
-    with redis.Redis(port=port, socket_timeout=1, socket_connect_timeout=1) as client:
+    # No retries of its own: a ping that times out is tried again by the loop, after it looked whether
+    # the server is still running (a port another process took makes it exit at once).
+    with redis.Redis(
+        port=port, socket_timeout=1, socket_connect_timeout=1, retry=Retry(NoBackoff(), 0)
+    ) as client:
 
         def answers() -> bool:
             assert process.poll() is None, f"redis-server on {port} exited with {process.returncode}"
