@@ -327,6 +327,11 @@ async def _final_streams(run: Run, game_ids: list[str]) -> dict[str, list[Stored
 
 
 async def _main(args: argparse.Namespace) -> dict[str, Any]:
+    # SIGTERM (a `timeout` around the run, say) cancels the run as Ctrl-C does: every process it started
+    # is stopped and the namespaces are removed on the way out.
+    task = asyncio.current_task()
+    assert task is not None
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
     namespaces = Namespaces(args.nodes).open() if "partition_node" in args.faults else None
     try:
         return await _run(args, namespaces)
@@ -481,7 +486,10 @@ def main(args: argparse.Namespace, argv: list[str]) -> int:
     args.games = args.games or (3 if args.quick else 12)
     args.seconds = args.seconds or (12.0 if args.quick else 60.0)
     args.fault_count = args.fault_count or (2 if args.quick else 6)
-    result = asyncio.run(_main(args))
+    try:
+        result = asyncio.run(_main(args))
+    except asyncio.CancelledError:
+        raise SystemExit("bench faults: stopped by SIGTERM; its processes and namespaces are gone") from None
     path = write_result("faults", result, argv)
     verdict = result["verdict"]
     say(f"faults: {[f['name'] for f in result['faults']]}")
