@@ -1,10 +1,10 @@
 """Signing envelopes in batches: one signature per turn of the event loop, each envelope with its proof.
 
-Every round of every game seals its envelopes' bodies and hands them to the node's notary, which signs,
-once the loop has run every round ready in the same turn, one checkpoint over a Merkle tree of all of them
-(`server.protocol.merkle`): so a busy node signs once for many commands, across games, and an idle one
-signs once per command, as it would one by one. No timer: the batch is what one loop turn sealed, and a
-round waits for the end of its own turn only.
+Every round of every game seals its envelopes' bodies and hands them to the node's notary, which signs
+one checkpoint over a Merkle tree of what the rounds of the same loop turn sealed (`server.protocol.merkle`):
+so a busy node signs once for many commands, across games, and an idle one signs once per command, as it
+would one by one. No timer: the batch is what one loop turn sealed, and the last round of a turn signs at
+once, without waiting for the turn to end.
 
 Each envelope is stored with its proof (its inclusion path and the checkpoint), so it proves on its own
 that the key signed it: `proof_problem` checks one, and the keyring checks each distinct checkpoint's
@@ -36,26 +36,59 @@ def signed_batch(bodies: Sequence[bytes], signer: Signer, at: str) -> list[bytes
 
 
 class Notary:
-    """Signs, once per turn of the event loop, the bodies every round sealed in that turn."""
+    """Signs together the bodies the rounds of one turn of the event loop seal.
 
-    __slots__ = ("signer", "_clock", "_bodies", "_waiting")
+    A round that seals when no other game's round is due in the same turn signs at once, with whatever
+    earlier rounds of the turn left waiting: it does not wait for the turn to end. Rounds are due when a
+    command woke their game's worker (`expect`, then `sign(..., arriving=True)` or `arrived`); when some
+    are due, the others wait for the last of them, or at most for the end of the turn (a worker may read
+    the store before it seals, and a turn must not wait for that).
+    """
+
+    __slots__ = ("signer", "_clock", "_bodies", "_waiting", "_due", "_scheduled")
 
     def __init__(self, signer: Signer, clock: Callable[[], str]) -> None:
         self.signer = signer
         self._clock = clock
         self._bodies: list[bytes] = []
         self._waiting: list[tuple[asyncio.Future[list[bytes]], int]] = []  # each with its first body
+        self._due = 0  # rounds a command woke that have not sealed yet
+        self._scheduled = False
 
-    def sign(self, bodies: Sequence[bytes]) -> asyncio.Future[list[bytes]]:
-        """The stored lines of `bodies`, once this loop turn's batch is signed."""
+    def expect(self) -> None:
+        """A command woke a game's worker: its round is due in this turn or the next."""
+        self._due += 1
+
+    def arrived(self) -> None:
+        """A round that was due sealed nothing (or its worker ended without a round)."""
+        self._due = max(0, self._due - 1)
+        if not self._due and self._bodies:
+            self._sign()
+
+    def sign(self, bodies: Sequence[bytes], *, arriving: bool = False) -> asyncio.Future[list[bytes]]:
+        """The stored lines of `bodies`, once their batch is signed (at once, when no other round is due:
+        the future is then already done). `arriving`: the round was due (`expect`)."""
         loop = asyncio.get_running_loop()
-        if not self._waiting:
-            # Runs after every callback already ready in this turn: the rounds of every game that woke.
-            loop.call_soon(self._sign)
         lines: asyncio.Future[list[bytes]] = loop.create_future()
         self._waiting.append((lines, len(self._bodies)))
         self._bodies.extend(bodies)
+        if arriving:
+            self._due = max(0, self._due - 1)
+        if not self._due:
+            self._sign()
+        elif not self._scheduled:
+            # Runs after every callback already ready in this turn: the rounds of every game that woke.
+            self._scheduled = True
+            loop.call_soon(self._end_of_turn)
         return lines
+
+    def _end_of_turn(self) -> None:
+        self._scheduled = False
+        if self._bodies:
+            # A round waited a whole turn: whatever was due and has not sealed (reading the store first,
+            # or never started) is no longer waited for.
+            self._due = 0
+            self._sign()
 
     def _sign(self) -> None:
         bodies, waiting = self._bodies, self._waiting

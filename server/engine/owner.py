@@ -191,6 +191,7 @@ class LiveGame:
         self.watcher: FoldWatcher | None = None
         self._waiting: list[Submission] = []
         self._worker: asyncio.Task[None] | None = None
+        self._due = False  # a command woke the worker and its round has not sealed yet (the notary waits)
         self._news: list[Record] = []  # from the tail while a round was in flight
         self._behind = False  # the stream holds versions this node has not folded
         self._diverged = False  # the stream no longer holds what this node folded: read it all again
@@ -270,6 +271,9 @@ class LiveGame:
         submission.timer = loop.call_later(self._node.command_timeout, submission.expire)
         self._waiting.append(submission)
         if self._worker is None:
+            # Its round is due in the next turn: the notary signs the turn's rounds together.
+            self._node.notary.expect()
+            self._due = True
             self._worker = loop.create_task(self._work())
         return submission
 
@@ -288,6 +292,9 @@ class LiveGame:
                     await self._round_guarded(batch)
         finally:
             self._worker = None
+            if self._due:  # ended before its round sealed (a read first that failed, a cancel)
+                self._due = False
+                self._node.notary.arrived()
 
     async def _round_guarded(self, batch: list[Submission]) -> None:
         try:
@@ -306,7 +313,8 @@ class LiveGame:
 
     async def _round(self, batch: list[Submission]) -> None:
         plans, refused = self._decide([s for s in batch if not s.answered])
-        await self._signed(plans)
+        arriving, self._due = self._due, False
+        await self._signed(plans, arriving)
         results = await self._append(plans)
 
         accepted: list[_Plan] = []
@@ -403,12 +411,16 @@ class LiveGame:
             plans[0].after = folded.last_bytes
         return plans, refused
 
-    async def _signed(self, plans: list[_Plan]) -> None:
+    async def _signed(self, plans: list[_Plan], arriving: bool) -> None:
         """Sign the plans' bodies in this loop turn's batch: each plan gets its stored lines, and the
-        bytes the stream must end with before it (the plan before's last line)."""
+        bytes the stream must end with before it (the plan before's last line). `arriving`: the round
+        was due (a command woke the worker)."""
+        notary = self._node.notary
         if not plans:
+            if arriving:
+                notary.arrived()
             return
-        lines = await self._node.notary.sign([body for p in plans for body in p.data])
+        lines = await notary.sign([body for p in plans for body in p.data], arriving=arriving)
         after, start = plans[0].after, 0
         for plan in plans:
             plan.after = after
