@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from server.ops.embedded_redis import find_redis_server
+from tests.support.redis import has_redis_server
 from tests.support.waiting import until_sync
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,17 +50,9 @@ PARALLEL = 3
 TIMEOUT = 420.0
 
 
-def _has_redis() -> bool:
-    try:
-        find_redis_server()
-    except Exception:
-        return False
-    return True
-
-
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.skipif(not _has_redis(), reason="needs a redis-server binary"),
+    pytest.mark.skipif(not has_redis_server(), reason="needs a redis-server binary"),
 ]
 
 

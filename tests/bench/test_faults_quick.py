@@ -12,24 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from server.ops.embedded_redis import find_redis_server
+from tests.support.redis import has_redis_server
 
 ROOT = Path(__file__).resolve().parents[2]
 # A bound against a hang: the run itself takes well under a minute on an idle machine.
 TIMEOUT = 240
 
 
-def _has_redis() -> bool:
-    try:
-        find_redis_server()
-    except Exception:
-        return False
-    return True
-
-
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.skipif(not _has_redis(), reason="needs a redis-server binary"),
+    pytest.mark.skipif(not has_redis_server(), reason="needs a redis-server binary"),
 ]
 
 

@@ -13,19 +13,11 @@ from pathlib import Path
 import pytest
 
 from bench.load import ack_levels, ack_summary, redis_server_version
-from server.ops.embedded_redis import find_redis_server
+from tests.support.redis import has_redis_server
 
 ROOT = Path(__file__).resolve().parents[2]
 # A bound against a hang: two 2 s runs and their servers take well under a minute on an idle machine.
 TIMEOUT = 240
-
-
-def _has_redis() -> bool:
-    try:
-        find_redis_server()
-    except Exception:
-        return False
-    return True
 
 
 def test_replica_fsync_is_measured_only_where_redis_has_waitaof() -> None:
@@ -56,7 +48,7 @@ def test_each_level_is_set_against_primary() -> None:
 
 
 @pytest.mark.integration
-@pytest.mark.skipif(not _has_redis(), reason="needs a redis-server binary")
+@pytest.mark.skipif(not has_redis_server(), reason="needs a redis-server binary")
 def test_a_quick_run_measures_every_level_this_redis_gives(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRA_")}
     env["BENCH_RESULTS_DIR"] = str(tmp_path)

@@ -18,17 +18,9 @@ from typing import Any
 import pytest
 
 from bench import load, plot
-from server.ops.embedded_redis import find_redis_server
+from tests.support.redis import has_redis_server
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _has_redis() -> bool:
-    try:
-        find_redis_server()
-    except Exception:
-        return False
-    return True
 
 
 def _positive(value: Any) -> bool:
@@ -108,7 +100,7 @@ def test_plot_skips_a_missing_result(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 
 @pytest.mark.integration
-@pytest.mark.skipif(not _has_redis(), reason="needs a redis-server binary")
+@pytest.mark.skipif(not has_redis_server(), reason="needs a redis-server binary")
 def test_load_quick_reports_both_servers_every_round_and_the_interference(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRA_")}
     env["BENCH_RESULTS_DIR"] = str(tmp_path)

@@ -15,13 +15,12 @@ from typing import Any
 import httpx
 import msgspec
 import pytest
-import redis
 
 from orchestra_client import ConnectionRefused, GameClient, SigningKeys, Verified, get_events, verify_envelope
 from orchestra_client.verify import chain_hash
 from server.engine.signing import ENVELOPE, Signer
 from tests.support.e2e import PERF, expect_accepted, new_game
-from tests.support.redis import stream_entries
+from tests.support.redis import rewrite_stored
 from tests.support.servers import ServerProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
@@ -190,20 +189,10 @@ async def test_envelopes_signed_alone_verify_and_a_retired_keys_dates_count(serv
 
 
 def _alter_stored(redis_url: str, game_id: str, version: int) -> None:
-    """Move one stored placement from clarinet to oboe, keeping its proof (the stream rebuilt with the same
-    ids)."""
-    client = redis.Redis.from_url(redis_url)
-    try:
-        key = f"orchestra:{{{game_id}}}:events"
-        entries = stream_entries(client, key)
-        client.delete(key)
-        for entry_id, fields in entries:
-            data = fields[b"e"]
-            if entry_id == f"0-{version}".encode():
-                data = data.replace(b'"space":"clarinet"', b'"space":"oboe"', 1)
-            client.xadd(key, {"e": data}, id=entry_id)
-    finally:
-        client.close()
+    """Move one stored placement from clarinet to oboe, keeping its proof."""
+    rewrite_stored(
+        redis_url, game_id, version, lambda data: data.replace(b'"space":"clarinet"', b'"space":"oboe"', 1)
+    )
 
 
 async def test_a_session_with_verify_plays_and_ends_at_an_envelope_altered_in_the_store(

@@ -15,7 +15,7 @@ import redis
 
 from orchestra_client import GameClient, get_events
 from tests.support.e2e import new_game
-from tests.support.redis import stream_entries
+from tests.support.redis import rewrite_stored
 from tests.support.waiting import until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
@@ -46,20 +46,13 @@ async def _finished_game(url: str) -> str:
 
 def _rewrite_stream(redis_url: str, game_id: str, version: int, change: dict[str, Any]) -> None:
     """Tamper with one stored envelope in place (the stream is rebuilt with the same ids)."""
-    client = redis.Redis.from_url(redis_url)
-    try:
-        key = f"orchestra:{{{game_id}}}:events"
-        entries = stream_entries(client, key)
-        client.delete(key)
-        for entry_id, fields in entries:
-            data = fields[b"e"]
-            if entry_id == f"0-{version}".encode():
-                raw = msgspec.json.decode(data)
-                raw["event"].update(change)
-                data = msgspec.json.encode(raw)
-            client.xadd(key, {"e": data}, id=entry_id)
-    finally:
-        client.close()
+
+    def changed(data: bytes) -> bytes:
+        raw = msgspec.json.decode(data)
+        raw["event"].update(change)
+        return msgspec.json.encode(raw)
+
+    rewrite_stored(redis_url, game_id, version, changed)
 
 
 async def test_verify_accepts_a_real_game_and_names_the_first_tampered_version(

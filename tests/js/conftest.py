@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.browser.conftest import browser  # noqa: F401  (the headless Chromium fixture, for the pages these tests load)
+
 CLIENT = Path(__file__).resolve().parents[2] / "clients" / "js"
 
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
-from tests.browser.conftest import CHROMIUM_ARGS, chromium_path
 from tests.js.conftest import CLIENT
 from tests.support.servers import ServerProcess
 
@@ -20,31 +20,19 @@ def _example() -> str:
     return found.group(1)
 
 
-async def test_the_readme_browser_example_plays_from_the_servers_own_module(server: ServerProcess) -> None:
+async def test_the_readme_browser_example_plays_from_the_servers_own_module(
+    server: ServerProcess, browser: Any
+) -> None:
     example = _example()
     assert 'from "/client/orchestra.js"' in example
-    try:
-        from playwright.async_api import async_playwright
-    except ImportError:
-        pytest.skip("playwright is not installed (pip install -e '.[test]')")
-    executable = chromium_path()
-    if executable is None:
-        pytest.skip("no Chromium at /usr/bin/chromium (apt-get install chromium)")
-    async with async_playwright() as playwright:
-        browser = await playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
-        try:
-            page = await browser.new_page()
-            errors: list[str] = []
-            page.on("pageerror", lambda error: errors.append(str(error)))
-            # The example becomes a document of the server's origin, as a page of one's own served there
-            # would be: its import and its calls are same-origin, and all it loads comes from the server.
-            await page.goto(f"{server.url}/readyz")
-            await page.set_content(f"<!doctype html>\n{example}")
-            await page.wait_for_function(
-                "() => document.body.textContent.includes('\"prestige\":3')", timeout=15_000
-            )
-            scores = await page.evaluate("JSON.parse(document.body.textContent)")
-        finally:
-            await browser.close()
+    page = await browser.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    # The example becomes a document of the server's origin, as a page of one's own served there
+    # would be: its import and its calls are same-origin, and all it loads comes from the server.
+    await page.goto(f"{server.url}/readyz")
+    await page.set_content(f"<!doctype html>\n{example}")
+    await page.wait_for_function("() => document.body.textContent.includes('\"prestige\":3')", timeout=15_000)
+    scores = await page.evaluate("JSON.parse(document.body.textContent)")
     assert not errors, errors
     assert scores == [{"seat": 0, "chairs": ["viola"], "prestige": 3, "resources": {"money": 4}}]

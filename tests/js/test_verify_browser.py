@@ -3,9 +3,10 @@ envelopes with the module the server serves, and names an altered one."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from tests.browser.conftest import CHROMIUM_ARGS, chromium_path
 from tests.support.servers import ServerProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.browser]
@@ -28,21 +29,9 @@ CHECK = """async () => {
 }"""
 
 
-async def test_verify_envelope_runs_on_a_browsers_webcrypto(server: ServerProcess) -> None:
-    try:
-        from playwright.async_api import async_playwright
-    except ImportError:
-        pytest.skip("playwright is not installed (pip install -e '.[test]')")
-    executable = chromium_path()
-    if executable is None:
-        pytest.skip("no Chromium at /usr/bin/chromium (apt-get install chromium)")
-    async with async_playwright() as playwright:
-        browser = await playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
-        try:
-            page = await browser.new_page()
-            await page.goto(f"{server.url}/readyz")  # a document of the server's origin
-            results = await page.evaluate(CHECK)
-        finally:
-            await browser.close()
+async def test_verify_envelope_runs_on_a_browsers_webcrypto(server: ServerProcess, browser: Any) -> None:
+    page = await browser.new_page()
+    await page.goto(f"{server.url}/readyz")  # a document of the server's origin
+    results = await page.evaluate(CHECK)
     assert results[:3] == [{"ok": True}] * 3, results
     assert results[3]["ok"] is False and "bad signature" in results[3]["problem"], results

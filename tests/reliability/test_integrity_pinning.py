@@ -15,14 +15,13 @@ from typing import Any
 import httpx
 import msgspec
 import pytest
-import redis
 
 from orchestra_client import GameClient
 from server.engine.signing import Keyring, public_key_from_text
 from server.ops.verify import verify
 from server.protocol import envelope
 from tests.support.forgery import stored_line
-from tests.support.redis import RedisProcess, stream_entries
+from tests.support.redis import RedisProcess, rewrite_stored
 from tests.support.reliability import new_game
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
@@ -125,18 +124,7 @@ async def test_orchestra_verify_finds_a_layout_rewritten_in_redis(
 ) -> None:
     server = start_server(redis_process.url)
     game_id, lines = await _played(server.url)
-    client = redis.Redis.from_url(redis_process.url)
-    try:
-        key = f"orchestra:{{{game_id}}}:events"
-        entries = stream_entries(client, key)
-        client.delete(key)
-        for entry_id, fields in entries:
-            data = fields[b"e"]
-            if entry_id == b"0-1":
-                data = _change_created(data, _viola_pays_more)
-            client.xadd(key, {"e": data}, id=entry_id)
-    finally:
-        client.close()
+    rewrite_stored(redis_process.url, game_id, 1, lambda data: _change_created(data, _viola_pays_more))
     done = await asyncio.to_thread(
         subprocess.run,
         [sys.executable, "-m", "server.ops.cli", "verify", game_id, "--server", server.url],

@@ -7,7 +7,7 @@ import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -44,6 +44,15 @@ def _bindable(port: int) -> bool:
         except OSError:
             return False
         return True
+
+
+def has_redis_server() -> bool:
+    """Whether a redis-server binary is found (on the PATH, or the embedded one's)."""
+    try:
+        find_redis_server()
+    except Exception:
+        return False
+    return True
 
 
 class RedisProcess:
@@ -212,6 +221,23 @@ def stream_entries(client: redis.Redis, key: str, first: str = "-", last: str = 
     """The entries of stream `key` from id `first` to `last` (redis-py types a reply as possibly None or
     str, which a client without decode_responses never returns)."""
     return cast(list[Entry], client.xrange(key, first, last))
+
+
+def rewrite_stored(redis_url: str, game_id: str, version: int, change: Callable[[bytes], bytes]) -> None:
+    """Tamper with one stored envelope of a game, as someone with write access to Redis would: the stream
+    is rebuilt with the same ids, the envelope at `version` replaced by `change` of its bytes."""
+    client = redis.Redis.from_url(redis_url)
+    try:
+        key = f"orchestra:{{{game_id}}}:events"
+        entries = stream_entries(client, key)
+        client.delete(key)
+        for entry_id, fields in entries:
+            data = fields[b"e"]
+            if entry_id == f"0-{version}".encode():
+                data = change(data)
+            client.xadd(key, {"e": data}, id=entry_id)
+    finally:
+        client.close()
 
 
 def command(client: redis.Redis, *args: Any) -> Any:
