@@ -296,6 +296,8 @@ class GameClient(FrameStream):
     async def send(self, frame: Json, timeout: float = 10.0) -> Json:
         """Send a command frame (an `id` is added if missing) and return its answer: an `accepted` answer
         once its envelopes have been delivered (so `view` and `version` include them), or the rejection.
+        `timeout` bounds it all, a wait for the connection to come back included (the same id may be sent
+        again: a command is applied once).
 
         Raises: TimeoutError, ConnectionRefused.
         """
@@ -308,8 +310,9 @@ class GameClient(FrameStream):
         future: asyncio.Future[Json] = asyncio.get_running_loop().create_future()
         self._pending[frame["id"]] = (frame, future)
         try:
-            await self._write(frame)
-            return await asyncio.wait_for(asyncio.shield(future), timeout)
+            async with asyncio.timeout(timeout):
+                await self._write(frame)
+                return await asyncio.shield(future)
         finally:
             self._pending.pop(frame["id"], None)
             if self._settling:

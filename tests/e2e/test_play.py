@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import random
+import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -12,6 +14,7 @@ import pytest
 
 from orchestra_client import GameClient, apply_delta, create_game, get_events, get_view
 from tests.support.e2e import new_game
+from tests.support.servers import ServerProcess
 from tests.support.waiting import until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
@@ -340,3 +343,21 @@ async def test_a_delta_client_whose_view_went_wrong_starts_again_from_a_welcome(
     assert watcher.view == await get_view(server.url, game_id) and watcher.reconnects == 1
     await ada.close()
     await watcher.close()
+
+
+async def test_a_command_sent_while_the_connection_is_down_is_bounded_by_its_timeout(
+    start_server: Callable[..., ServerProcess],
+) -> None:
+    server = start_server()
+    game_id, tokens = await new_game(server.url, ["Ada", "Ben"])
+    ada = await GameClient.connect(server.url, game_id, tokens[0])
+    try:
+        server.stop()  # the client keeps trying to come back, for longer than the command may wait
+        # Sent while a reconnect is under way (the session has no public sign of it but this one).
+        await until(lambda: not ada._connected.is_set(), 10, "the client trying to reconnect")
+        started = time.monotonic()
+        with pytest.raises(TimeoutError):
+            await ada.send({"type": "place", "token": PERF, "space": "viola"}, timeout=1.0)
+        assert time.monotonic() - started < 5, "the send waited for the connection past its timeout"
+    finally:
+        await ada.close()
