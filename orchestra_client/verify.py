@@ -32,15 +32,16 @@ import msgspec
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+# The tree hashing and the checkpoint's text are the wire format's own (docs/protocol.md, section 7).
+from server.protocol.envelope import chain_hash as protocol_chain_hash
+from server.protocol.envelope import checkpoint_text, split_proof
+from server.protocol.merkle import leaf_hash, root_from_path
+
 Json = dict[str, Any]
 
 ENVELOPE_CONTEXT = b"orchestra-envelope-v1\n"
-CHECKPOINT_CONTEXT = "orchestra-checkpoint-v1"
 GENESIS = "0" * 64
-_PROOF_MARK = b',"proof":{'
 _SIG_MARK = b',"sig":"'
-_LEAF = b"\x00"
-_NODE = b"\x01"
 # Past this many checked checkpoints, a SigningKeys forgets them all and checks anew.
 CHECKED_CHECKPOINTS = 65_536
 
@@ -82,7 +83,7 @@ class SigningKeys:
                 continue  # not a key this client can use: nothing it signed verifies
             # The id is the key's own (its SHA-256's first 16 hex digits), whatever the listing calls it.
             self._keys[hashlib.sha256(raw).hexdigest()[:16]] = _Key(public, retired_at)
-        self._checked: set[tuple[str, str]] = set()
+        self._checked: set[tuple[bytes, str]] = set()
         self.checkpoints_checked = 0  # checkpoint signatures verified, not remembered
 
     @classmethod
@@ -100,11 +101,11 @@ class SigningKeys:
         """`verify_envelope(envelope, self)`."""
         return verify_envelope(envelope, self)
 
-    def _checkpoint(self, kid: str, text: str, signature: str) -> str | None:
+    def _checkpoint(self, kid: str, text: bytes, signature: str) -> str | None:
         if (text, signature) in self._checked:
             return None
         self.checkpoints_checked += 1
-        if not _holds(self._keys[kid].key, signature, text.encode()):
+        if not _holds(self._keys[kid].key, signature, text):
             return f"bad checkpoint signature (key {kid}): the checkpoint or the signature was altered"
         if len(self._checked) >= CHECKED_CHECKPOINTS:
             self._checked.clear()
@@ -145,52 +146,18 @@ def chain_hash(envelope: Json | bytes) -> str:
     """What the next envelope's `prev` holds: SHA-256 (hex) of this one's body (its line without its
     proof; an envelope signed alone, or not signed: its whole line)."""
     if isinstance(envelope, bytes):
-        cut = envelope.rfind(_PROOF_MARK)
-        line = envelope[:cut] + b"}" if cut >= 0 and envelope.endswith(b"}}") else envelope
-        return hashlib.sha256(line).hexdigest()
+        return protocol_chain_hash(envelope)
     return hashlib.sha256(_encode({k: v for k, v in envelope.items() if k != "proof"})).hexdigest()
-
-
-def leaf_hash(body: bytes) -> bytes:
-    """The Merkle tree leaf hash of a body (RFC 6962): SHA-256 of a zero byte and the body."""
-    return hashlib.sha256(_LEAF + body).digest()
-
-
-def root_from_path(leaf: bytes, index: int, size: int, path: Sequence[bytes]) -> bytes | None:
-    """The root a leaf hash and its path (sibling hashes, leaf first) lead to, for leaf `index` of a tree
-    of `size` leaves (RFC 9162 section 2.1.3.2); None when the path cannot be one of such a leaf."""
-    if not 0 <= index < size:
-        return None
-    node, last, hashed = index, size - 1, leaf
-    for sibling in path:
-        if last == 0:
-            return None  # more hashes than the tree has levels
-        if node & 1 or node == last:
-            hashed = hashlib.sha256(_NODE + sibling + hashed).digest()
-            if not node & 1:  # the right edge of an unbalanced tree: climb to where a sibling is
-                while node and not node & 1:
-                    node >>= 1
-                    last >>= 1
-        else:
-            hashed = hashlib.sha256(_NODE + hashed + sibling).digest()
-        node >>= 1
-        last >>= 1
-    return hashed if last == 0 else None
-
-
-def checkpoint_text(key: str, size: int, root: str, at: str) -> str:
-    """The text a checkpoint's signature covers."""
-    return f"{CHECKPOINT_CONTEXT}\n{size}\n{root}\n{key}\n{at}\n"
 
 
 def _parts(envelope: Json | bytes) -> tuple[Json, bytes, Json | None, str | None]:
     """The envelope's fields, its body's bytes, its proof and its own signature (either None)."""
     if isinstance(envelope, bytes):
         line = envelope.strip()
-        cut = line.rfind(_PROOF_MARK)
-        if cut >= 0 and line.endswith(b"}}"):
-            body = line[:cut] + b"}"
-            return _decode(body), body, _decode(line[cut + len(_PROOF_MARK) - 1 : -1]), None
+        split = split_proof(line)
+        if split is not None:
+            body, proof_json = split
+            return _decode(body), body, _decode(proof_json), None
         item = _decode(line)
         cut = line.rfind(_SIG_MARK)
         if isinstance(item.get("sig"), str) and cut >= 0 and line.endswith(b'"}'):

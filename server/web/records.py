@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+import functools
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
@@ -55,6 +56,32 @@ class _Unavailable(Exception):
     """The records database cannot be reached."""
 
 
+class _Refused(Exception):
+    """A refusal already put as the answer to send (a token that opens nothing, a store error)."""
+
+    def __init__(self, response: Response) -> None:
+        super().__init__(response.status_code)
+        self.response = response
+
+
+def _answering(route: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+    """The route, with every refusal its steps raise answered: bad input 400, the records database out
+    of reach 503, a token or the store's refusal as it was put."""
+
+    @functools.wraps(route)
+    async def answered(request: Request) -> Response:
+        try:
+            return await route(request)
+        except _Bad as exc:
+            return error(400, exc.code, str(exc))
+        except _Unavailable as exc:
+            return error(503, "unavailable", f"the records database cannot be reached; retry ({exc})")
+        except _Refused as exc:
+            return exc.response
+
+    return answered
+
+
 async def _read(request: Request, query: Callable[[SqlRecords], T]) -> T:
     """Run `query` on the records database in a worker thread, one at a time (one connection), so that a
     slow database never holds up the games this process serves.
@@ -84,10 +111,6 @@ def _query(request: Request, query: Callable[[SqlRecords], T]) -> T:
             with contextlib.suppress(Exception):
                 records.close()
         raise _Unavailable(str(exc)) from exc
-
-
-def _unavailable(exc: _Unavailable) -> Response:
-    return error(503, "unavailable", f"the records database cannot be reached; retry ({exc})")
 
 
 def _known(request: Request, allowed: frozenset[str]) -> None:
@@ -140,9 +163,9 @@ def _watch_pairs(request: Request) -> list[tuple[str, str]]:
     return list(pairs.items())
 
 
-async def _shown(request: Request, pairs: list[tuple[str, str]]) -> tuple[str, ...] | Response:
-    """The games of `pairs` once every token opens its game; else the error to answer, the same whether
-    the game does not exist or the token is not one of its own (nothing is shown then)."""
+async def _shown(request: Request, pairs: list[tuple[str, str]]) -> tuple[str, ...]:
+    """The games of `pairs` once every token opens its game. Raises: _Refused, the same whether the game
+    does not exist or the token is not one of its own (nothing is shown then)."""
     ctx: Context = request.app.state.ctx
 
     async def opens(game_id: str, token: str) -> bool:
@@ -152,14 +175,16 @@ async def _shown(request: Request, pairs: list[tuple[str, str]]) -> tuple[str, .
     try:
         opened = await asyncio.gather(*(opens(game_id, token) for game_id, token in pairs))
     except StoreError as exc:
-        return store_error(exc)
+        raise _Refused(store_error(exc)) from exc
     for (game_id, _), ok in zip(pairs, opened, strict=True):
         if not ok:
-            return error(
-                403,
-                "forbidden",
-                f"the token {WATCH_HEADER} gives for game {game_id!r} does not open it: no game of that id "
-                "holds that token; nothing is shown",
+            raise _Refused(
+                error(
+                    403,
+                    "forbidden",
+                    f"the token {WATCH_HEADER} gives for game {game_id!r} does not open it: no game of that "
+                    "id holds that token; nothing is shown",
+                )
             )
     return tuple(game_id for game_id, _ in pairs)
 
@@ -177,31 +202,26 @@ def _game(result: GameResult) -> dict[str, object]:
     }
 
 
+@_answering
 async def records_games(request: Request) -> Response:
     """GET /records/games: ended games, newest first, paged by `after` (the `next` of the page before)."""
     query = request.query_params
-    try:
-        _known(request, _GAMES_PARAMS)
-        limit_text = query.get("limit", str(DEFAULT_PAGE))
-        if not (limit_text.isascii() and limit_text.isdigit() and 1 <= int(limit_text) <= MAX_PAGE):
-            raise _Bad("bad_limit", f"limit must be an integer from 1 to {MAX_PAGE}")
-        after = None
-        if "after" in query:
-            at, _, game_id = query["after"].partition("_")
-            if not game_id or _date("after", at) != at:
-                raise _Bad("bad_cursor", "after must be the `next` of a page before")
-            after = (at, game_id)
-        layout = query.get("layout")
-        if layout is not None and not 1 <= len(layout) <= 64:
-            raise _Bad("bad_request", "layout must be 1 to 64 characters")
-        player = _name(query["player"]) if "player" in query else None
-        since, until = _date("since", query.get("since")), _date("until", query.get("until"))
-        pairs = _watch_pairs(request)
-    except _Bad as exc:
-        return error(400, exc.code, str(exc))
-    shown = await _shown(request, pairs)
-    if isinstance(shown, Response):
-        return shown
+    _known(request, _GAMES_PARAMS)
+    limit_text = query.get("limit", str(DEFAULT_PAGE))
+    if not (limit_text.isascii() and limit_text.isdigit() and 1 <= int(limit_text) <= MAX_PAGE):
+        raise _Bad("bad_limit", f"limit must be an integer from 1 to {MAX_PAGE}")
+    after = None
+    if "after" in query:
+        at, _, game_id = query["after"].partition("_")
+        if not game_id or _date("after", at) != at:
+            raise _Bad("bad_cursor", "after must be the `next` of a page before")
+        after = (at, game_id)
+    layout = query.get("layout")
+    if layout is not None and not 1 <= len(layout) <= 64:
+        raise _Bad("bad_request", "layout must be 1 to 64 characters")
+    player = _name(query["player"]) if "player" in query else None
+    since, until = _date("since", query.get("since")), _date("until", query.get("until"))
+    shown = await _shown(request, _watch_pairs(request))
     if "game" in query and query["game"] not in shown:
         ctx: Context = request.app.state.ctx
         try:
@@ -221,10 +241,7 @@ async def records_games(request: Request) -> Response:
         after=after,
         shown=shown,
     )
-    try:
-        page = await _read(request, lambda database: database.games(wanted))
-    except _Unavailable as exc:
-        return _unavailable(exc)
+    page = await _read(request, lambda database: database.games(wanted))
     last = page[-1] if len(page) == int(limit_text) else None
     return json(
         {
@@ -234,46 +251,30 @@ async def records_games(request: Request) -> Response:
     )
 
 
+@_answering
 async def records_player(request: Request) -> Response:
     """GET /records/players/{name}: games played, wins, average and best prestige, last played; the
     player's page to a browser (a request that accepts HTML)."""
     if "text/html" in request.headers.get("accept", ""):
         page = STATIC / "player.html"
         return FileResponse(page, media_type="text/html; charset=utf-8", headers=HEADERS)
-    try:
-        _known(request, frozenset())
-        name = _name(request.path_params["name"])
-        pairs = _watch_pairs(request)
-    except _Bad as exc:
-        return error(400, exc.code, str(exc))
-    shown = await _shown(request, pairs)
-    if isinstance(shown, Response):
-        return shown
-    try:
-        record = await _read(request, lambda database: database.player(name, shown))
-    except _Unavailable as exc:
-        return _unavailable(exc)
+    _known(request, frozenset())
+    name = _name(request.path_params["name"])
+    shown = await _shown(request, _watch_pairs(request))
+    record = await _read(request, lambda database: database.player(name, shown))
     if record is None:
         return error(404, "unknown_player", f"no ended game has a player named {name!r}")
     return json(record)
 
 
+@_answering
 async def records_standings(request: Request) -> Response:
     """GET /records/standings: players by wins, then average prestige; equal both share a place."""
-    try:
-        _known(request, _STANDINGS_PARAMS)
-        since = _date("since", request.query_params.get("since"))
-        until = _date("until", request.query_params.get("until"))
-        pairs = _watch_pairs(request)
-    except _Bad as exc:
-        return error(400, exc.code, str(exc))
-    shown = await _shown(request, pairs)
-    if isinstance(shown, Response):
-        return shown
-    try:
-        table = standings(await _read(request, lambda database: database.players(since, until, shown)))
-    except _Unavailable as exc:
-        return _unavailable(exc)
+    _known(request, _STANDINGS_PARAMS)
+    since = _date("since", request.query_params.get("since"))
+    until = _date("until", request.query_params.get("until"))
+    shown = await _shown(request, _watch_pairs(request))
+    table = standings(await _read(request, lambda database: database.players(since, until, shown)))
     return json({"standings": [{"place": place, **msgspec.to_builtins(row)} for place, row in table]})
 
 
