@@ -135,9 +135,8 @@ class Follower:
 
 
 class _Plan:
-    """A decided command: the version it expects and the bytes stored there (once its round's first
-    plan knows them: the bytes the game's fold ended with), its envelopes (their bodies, then once signed
-    their stored lines), and the chain head after them."""
+    """A decided command: the version it expects and (once signed) the bytes stored there, its envelopes
+    (their bodies, then once signed their stored lines), and the chain head after them."""
 
     __slots__ = ("submission", "expected", "after", "items", "data", "chain_head")
 
@@ -407,8 +406,6 @@ class LiveGame:
             plans.append(_Plan(submission, version, items, bodies, chain_head))
             version += len(events)
             accepted = events
-        if plans:
-            plans[0].after = folded.last_bytes
         return plans, refused
 
     async def _signed(self, plans: list[_Plan], arriving: bool) -> None:
@@ -420,8 +417,8 @@ class LiveGame:
             if arriving:
                 notary.arrived()
             return
+        after, start = self.folded.last_bytes, 0  # read before the wait: as the plans were decided on
         lines = await notary.sign([body for p in plans for body in p.data], arriving=arriving)
-        after, start = plans[0].after, 0
         for plan in plans:
             plan.after = after
             plan.data = lines[start : start + len(plan.data)]
